@@ -1,0 +1,16 @@
+"""Proximal Policy Optimization (Schulman et al. 2017) with GAE, for both layouts.
+
+    config = PPOConfig(learning_rate=3e-4)
+    config.check_batch(rollout_length, envs_per_shard)
+    agent = config.make_agent(env_spec, total_updates)   # a podrl.types.Agent
+"""
+
+from agents.ppo.agent import make_agent, make_optimizer
+from agents.ppo.config import PPOConfig
+from agents.ppo.losses import PPOBatch, make_loss_fn
+from agents.ppo.networks import ActorCritic, action_distribution, make_network
+
+__all__ = [
+    "PPOConfig", "make_agent", "make_optimizer", "PPOBatch", "make_loss_fn",
+    "ActorCritic", "action_distribution", "make_network",
+]

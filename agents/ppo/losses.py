@@ -1,0 +1,85 @@
+"""The PPO loss: clipped surrogate, (optionally clipped) value loss, entropy bonus."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from agents.ppo.networks import ActorCritic, action_distribution
+
+if TYPE_CHECKING:
+    from agents.ppo.config import PPOConfig
+
+Array = jax.Array
+LossFn = Callable[[object, "PPOBatch", Array], tuple[Array, dict[str, Array]]]
+
+
+class PPOBatch(NamedTuple):
+    """A flat minibatch of `N` transitions.
+
+    Attributes:
+      observation: `[N, *obs]`.
+      action: `[N, *act]`.
+      log_prob: `[N]`, log pi_old(a|o) of the acting policy.
+      advantage: `[N]`, GAE advantage (not yet normalized).
+      target: `[N]`, the critic's regression target (advantage + old value).
+      value: `[N]`, V_old(o), the acting-time value (centre of the value clip).
+    """
+
+    observation: Array
+    action: Array
+    log_prob: Array
+    advantage: Array
+    target: Array
+    value: Array
+
+
+def make_loss_fn(config: PPOConfig, network: ActorCritic) -> LossFn:
+    """`loss_fn(params, batch, key) -> (loss, metrics)` for one minibatch.
+
+    loss = policy_loss + value_coef * value_loss - entropy_coef * entropy, with
+
+      policy_loss = mean(max(-A r, -A clip(r, 1 - eps, 1 + eps))),  r = pi / pi_old
+      value_loss  = 0.5 mean((v - target)^2), or with `clip_value_loss`
+                    0.5 mean(max((v - target)^2, (v_old + clip(v - v_old, -eps, eps) - target)^2))
+
+    A is standardized within the minibatch when `normalize_advantages`. Metrics
+    (scalars): policy_loss, value_loss, entropy, approx_kl (the unbiased
+    estimator mean((r - 1) - log r)) and clip_fraction (share of |r - 1| > eps).
+    The loss is deterministic; `key` is accepted for the common signature.
+    """
+    dist = action_distribution(network.discrete)
+    eps = config.clip_eps
+
+    def loss_fn(params, batch: PPOBatch, key: Array) -> tuple[Array, dict[str, Array]]:
+        del key
+        dist_params, value = network.apply(params, batch.observation)
+        log_ratio = dist.log_prob(dist_params, batch.action) - batch.log_prob
+        ratio = jnp.exp(log_ratio)
+
+        advantage = batch.advantage
+        if config.normalize_advantages:
+            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        surrogate = jnp.minimum(ratio * advantage, jnp.clip(ratio, 1.0 - eps, 1.0 + eps) * advantage)
+        policy_loss = -jnp.mean(surrogate)
+
+        value_error = jnp.square(value - batch.target)
+        if config.clip_value_loss:
+            clipped = batch.value + jnp.clip(value - batch.value, -eps, eps)
+            value_error = jnp.maximum(value_error, jnp.square(clipped - batch.target))
+        value_loss = 0.5 * jnp.mean(value_error)
+
+        entropy = jnp.mean(dist.entropy(dist_params))
+        loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
+        metrics = {
+            "policy_loss": policy_loss,
+            "value_loss": value_loss,
+            "entropy": entropy,
+            "approx_kl": jnp.mean((ratio - 1.0) - log_ratio),
+            "clip_fraction": jnp.mean((jnp.abs(ratio - 1.0) > eps).astype(jnp.float32)),
+        }
+        return loss, metrics
+
+    return loss_fn

@@ -1,0 +1,11 @@
+"""JAX environments, wrappers and adapters for podrl."""
+
+from envs.registry import UnknownEnvError, make, registered
+from envs.types import FIRST, LAST, MID, EnvSpec, JaxEnv, TimeStep, env_spec, restart, transition
+from envs.wrappers import AutoReset, EpisodeStats, TimeLimit, wrap_for_training
+
+__all__ = [
+    "FIRST", "MID", "LAST", "TimeStep", "EnvSpec", "JaxEnv", "env_spec", "restart", "transition",
+    "AutoReset", "EpisodeStats", "TimeLimit", "wrap_for_training",
+    "make", "registered", "UnknownEnvError",
+]

@@ -1,0 +1,281 @@
+"""Anakin: the JAX env and the agent in one jitted program per device.
+
+One compiled call runs `updates_per_call` updates. On every device (a shard of
+the `DATA_AXIS` mesh) and for every seed (vmap), an update is: a `lax.scan`
+rollout over the shard's envs, then `Agent.update`, whose gradients are averaged
+over all shards. Params are replicated; env states and PRNG keys are split over
+devices. Metrics are reduced on device inside the scan carry, so nothing of
+shape `[updates, ...]` is stacked (that froze vmapped runs on jax 0.10.2 CPU).
+
+Global array layout (S seeds, D shards, E envs per seed, E/D per shard):
+  train_state  `[S, ...]`              replicated, spec P()
+  acting       `[S, E, ...]`           spec P(None, DATA_AXIS)
+  key          `[S, D]` typed keys     spec P(None, DATA_AXIS), one per shard
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, PartitionSpec as P
+
+from envs.types import JaxEnv
+from envs.wrappers import wrap_for_training
+from podrl.config import AnakinConfig
+from podrl.evaluation import evaluate_greedy
+from podrl.parallel import DATA_AXIS, sum_across_learners
+from podrl.rollout import ActingState, EpisodeTotals, reset_batch, rollout
+from podrl.types import Agent, Array, Metrics, TrainState
+
+
+class AnakinState(NamedTuple):
+    """Everything that changes during training (see module docstring for shapes)."""
+
+    train_state: TrainState
+    acting: ActingState
+    key: Array
+
+
+class CallMetrics(NamedTuple):
+    """Sums over the updates of one call, identical on every shard, `[S]`-leading."""
+
+    agent: Metrics  # sum of each agent metric over the updates done
+    episodes: EpisodeTotals  # over all shards
+    updates: Array  # float32, updates done in this call
+
+
+STATE_SPECS = AnakinState(train_state=P(), acting=P(None, DATA_AXIS), key=P(None, DATA_AXIS))
+
+
+class AnakinProgram:
+    """The compiled pieces of an Anakin run: init, train call, evaluation.
+
+    Args:
+      agent: the agent (pure functions).
+      env: the JAX env as `envs.make` returns it (time limit included, no auto-reset).
+      config: run config (already validated, `check_layout` passed).
+      mesh: a 1-D mesh over `DATA_AXIS`.
+    """
+
+    def __init__(self, agent: Agent, env: JaxEnv, config: AnakinConfig, mesh: Mesh, env_spec):
+        self.agent, self.env, self.config, self.mesh, self.env_spec = agent, env, config, mesh, env_spec
+        self.training_env = wrap_for_training(env)
+        self.num_shards = mesh.devices.size
+        self.envs_per_shard = config.num_envs // self.num_shards
+        self.eval_per_shard = -(-config.eval_episodes // self.num_shards)
+        self.trace_count = 0  # times the train call was traced (1 in a healthy run)
+        self._init = self._shard_jit(self._init_shard, in_specs=P(), out_specs=STATE_SPECS)
+        self._call = self._shard_jit(
+            self._call_shard, in_specs=(STATE_SPECS, P()), out_specs=(STATE_SPECS, P()), donate=True
+        )
+        self._eval = self._shard_jit(self._eval_shard, in_specs=(P(), P()), out_specs=P(None, DATA_AXIS))
+        self._compiled_call = None
+
+    def _shard_jit(self, fn: Callable, in_specs, out_specs, donate: bool = False):
+        mapped = jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs)
+        return jax.jit(mapped, donate_argnums=(0,) if donate else ())
+
+    # ---- per-shard programs (inside shard_map; leading axis = seeds) ----
+
+    def _init_shard(self, seed_keys: Array) -> AnakinState:
+        shard = jax.lax.axis_index(DATA_AXIS)
+
+        def one_seed(seed_key):
+            params_key, env_key, run_key = jax.random.split(seed_key, 3)
+            train_state = self.agent.init(params_key, self.env_spec)
+            env_keys = jax.random.split(env_key, self.config.num_envs)
+            env_keys = jax.lax.dynamic_slice_in_dim(env_keys, shard * self.envs_per_shard, self.envs_per_shard)
+            acting = reset_batch(self.training_env, self.agent, env_keys)
+            return AnakinState(train_state, acting, jax.random.fold_in(run_key, shard)[None])
+
+        return jax.vmap(one_seed)(seed_keys)
+
+    def _update(self, state: AnakinState) -> tuple[AnakinState, Metrics, EpisodeTotals]:
+        key, rollout_key, update_key = jax.random.split(state.key[0], 3)
+        acting, trajectory, totals = rollout(
+            self.agent, self.training_env, state.train_state.params, state.acting, rollout_key,
+            self.config.rollout_length,
+        )
+        train_state, metrics = self.agent.update(state.train_state, trajectory, update_key)
+        return AnakinState(train_state, acting, key[None]), metrics, sum_across_learners(totals)
+
+    def _call_shard(self, state: AnakinState, first_update: Array) -> tuple[AnakinState, CallMetrics]:
+        self.trace_count += 1
+        num_updates = self.config.num_updates
+
+        def one_seed(state):
+            metric_shapes = jax.eval_shape(lambda s: self._update(s)[1], state)
+            zeros = CallMetrics(
+                agent=jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes),
+                episodes=EpisodeTotals.zeros(),
+                updates=jnp.zeros((), jnp.float32),
+            )
+
+            def do_update(carry):
+                state, acc = carry
+                state, metrics, totals = self._update(state)
+                acc = CallMetrics(
+                    agent=jax.tree.map(jnp.add, acc.agent, metrics),
+                    episodes=acc.episodes + totals,
+                    updates=acc.updates + 1.0,
+                )
+                return state, acc
+
+            def body(carry, i):
+                active = first_update + i < num_updates
+                return jax.lax.cond(active, do_update, lambda c: c, carry), None
+
+            steps = jnp.arange(self.config.updates_per_call, dtype=jnp.int32)
+            (state, acc), _ = jax.lax.scan(body, (state, zeros), steps)
+            return state, acc
+
+        return jax.vmap(one_seed)(state)
+
+    def _eval_shard(self, params, key: Array) -> Array:
+        shard = jax.lax.axis_index(DATA_AXIS)
+
+        def one_seed(params, seed_key):
+            keys = jax.random.split(jax.random.fold_in(seed_key, shard), self.eval_per_shard)
+            result = evaluate_greedy(self.agent, self.env, params, keys, self.config.eval_max_steps)
+            return result.returns
+
+        seed_keys = jax.random.split(key, self.config.num_seeds)
+        return jax.vmap(one_seed)(params, seed_keys)
+
+    # ---- host-side API ----
+
+    def init(self) -> AnakinState:
+        """Initial state of every seed: seed i starts from PRNG key `seed + i`."""
+        seeds = jnp.arange(self.config.num_seeds, dtype=jnp.uint32) + np.uint32(self.config.seed)
+        return self._init(jax.vmap(jax.random.key)(seeds))
+
+    def compile(self, state: AnakinState) -> float:
+        """Compiles the train call ahead of time; returns the seconds it took."""
+        start = time.perf_counter()
+        self._compiled_call = self._call.lower(state, jnp.asarray(0, jnp.int32)).compile()
+        return time.perf_counter() - start
+
+    def train_call(self, state: AnakinState, first_update: int) -> tuple[AnakinState, CallMetrics]:
+        """Runs updates `first_update .. first_update + updates_per_call` (capped at the total)."""
+        call = self._compiled_call or self._call
+        return call(state, jnp.asarray(first_update, jnp.int32))
+
+    def evaluate(self, state: AnakinState, key: Array) -> np.ndarray:
+        """Greedy returns `[S, episodes]` (episodes rounded up to a multiple of the shards)."""
+        return np.asarray(self._eval(state.train_state.params, key))
+
+
+def summarize_call(metrics: CallMetrics) -> dict[str, Any]:
+    """Host-side per-seed means (`[S]` arrays) of one call's metrics."""
+    metrics = jax.device_get(metrics)
+    updates = np.maximum(np.asarray(metrics.updates), 1.0)
+    out: dict[str, Any] = {f"train/{k}": np.asarray(v) / updates for k, v in metrics.agent.items()}
+    count = np.asarray(metrics.episodes.count)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["episode_return"] = np.where(count > 0, metrics.episodes.return_sum / count, np.nan)
+        out["episode_length"] = np.where(count > 0, metrics.episodes.length_sum / count, np.nan)
+    out["episodes"] = count
+    return out
+
+
+class NonFiniteError(FloatingPointError):
+    """A loss or metric became NaN/Inf; training stopped."""
+
+
+class AnakinResult(NamedTuple):
+    state: AnakinState
+    history: list[dict[str, Any]]  # one record per call (and per evaluation)
+    final_eval_return: np.ndarray | None  # [S] mean greedy return after training
+    compile_seconds: float
+    steps_per_second: float  # env steps per second over all seeds, training calls only
+    run_dir: str | None
+
+
+def check_finite(summary: dict[str, Any], first_update: int, last_update: int) -> None:
+    """Raises NonFiniteError naming the metric and update range if a train metric is NaN/Inf."""
+    for name, value in summary.items():
+        if name.startswith("train/") and not np.all(np.isfinite(value)):
+            raise NonFiniteError(
+                f"{name} became {value} during updates {first_update}..{last_update - 1}; "
+                "stopping (lower the learning rate or check the env's rewards/observations)"
+            )
+
+
+def train_anakin(
+    config: AnakinConfig,
+    agent_config,
+    env: JaxEnv | None = None,
+    devices: list[jax.Device] | None = None,
+    full_config: Any = None,
+) -> AnakinResult:
+    """Trains `agent_config`'s agent on `config.env` (or `env`) with the Anakin layout.
+
+    Validates everything before compiling, compiles the train call once (AOT),
+    then loops: one call = `updates_per_call` updates, one log record.
+    """
+    from envs.registry import make
+    from envs.types import env_spec as spec_of
+    from podrl.logging import RunLogger
+    from podrl.mesh import data_mesh, local_devices
+
+    devices = devices if devices is not None else local_devices(config.num_devices)
+    config.check_layout(len(devices), agent_config)
+    env = env if env is not None else make(config.env)
+    spec = spec_of(env)
+    agent = agent_config.make_agent(spec, config.num_updates)
+    program = AnakinProgram(agent, env, config, data_mesh(devices), spec)
+    logger = RunLogger(
+        config.logging,
+        default_name=f"{config.env.replace(':', '.')}__anakin__seed{config.seed}",
+        config=full_config if full_config is not None else {"run": config, "agent": agent_config},
+        tag="anakin",
+    )
+    try:
+        return _train_loop(program, config, logger)
+    finally:
+        logger.close()
+
+
+def _train_loop(program: AnakinProgram, config: AnakinConfig, logger) -> AnakinResult:
+    state = program.init()
+    compile_seconds = program.compile(state)
+    logger.info(
+        f"{config.env}: {config.num_seeds} seed(s) x {config.num_envs} envs on {program.num_shards} "
+        f"device(s), {config.num_updates} updates; compiled in {compile_seconds:.1f}s"
+    )
+    eval_key = jax.random.key(config.seed + 1_000_003)
+    steps_per_update = config.steps_per_update
+    total_steps = config.num_updates * steps_per_update
+    history: list[dict[str, Any]] = []
+    train_seconds, eval_return = 0.0, None
+    num_calls = -(-config.num_updates // config.updates_per_call)
+    for call in range(num_calls):
+        first = call * config.updates_per_call
+        last = min(first + config.updates_per_call, config.num_updates)
+        start = time.perf_counter()
+        state, metrics = program.train_call(state, first)
+        summary = summarize_call(metrics)  # device_get blocks until done
+        seconds = time.perf_counter() - start
+        train_seconds += seconds
+        check_finite(summary, first, last)
+        step = last * steps_per_update
+        summary["sps"] = (last - first) * steps_per_update * config.num_seeds / seconds
+        summary["updates"] = last
+        if (config.eval_every and (call + 1) % config.eval_every == 0) or call == num_calls - 1:
+            eval_key, key = jax.random.split(eval_key)
+            eval_return = program.evaluate(state, key).mean(axis=1)
+            summary["eval_return"] = eval_return
+        logger.log(step, summary)
+        history.append({"step": step, **summary})
+        logger.progress(step, total_steps, summary["sps"], {
+            "return": float(np.nanmean(summary["episode_return"])) if np.isfinite(summary["episode_return"]).any() else None,
+            "eval": float(np.mean(summary["eval_return"])) if "eval_return" in summary else None,
+        })
+    sps = total_steps * config.num_seeds / max(train_seconds, 1e-9)
+    logger.info(f"done: {total_steps:,} steps/seed, {sps:,.0f} SPS, final greedy return "
+                f"{np.round(eval_return, 1).tolist() if eval_return is not None else 'n/a'}")
+    return AnakinResult(state, history, eval_return, compile_seconds, sps, logger.run_dir)

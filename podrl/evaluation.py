@@ -1,0 +1,53 @@
+"""Greedy-policy evaluation on a batch of fresh JAX env instances."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from envs.types import JaxEnv
+from envs.wrappers import EpisodeStats
+from podrl.parallel import match_varying, vary_like
+from podrl.types import Agent, Array, Params, PRNGKey
+
+
+class EvalResult(NamedTuple):
+    returns: Array  # float32 [N], undiscounted return of each episode
+    lengths: Array  # int32 [N]
+    finished: Array  # bool [N], False where the episode hit `max_steps` first
+
+
+def evaluate_greedy(agent: Agent, env: JaxEnv, params: Params, keys: PRNGKey, max_steps: int) -> EvalResult:
+    """Runs one greedy episode per key (`keys` `[N]`), all envs stepped together.
+
+    Jittable; stops when every episode has ended or after `max_steps` steps.
+    `env` must not auto-reset (pass the env as `envs.make` returns it).
+    """
+    env = EpisodeStats(env)
+    num = keys.shape[0]
+    env_state, timestep = jax.vmap(env.reset)(keys)
+    actor_state = agent.init_actor_state(num)
+    done = jnp.zeros((num,), jnp.bool_)
+    returns = jnp.zeros((num,), jnp.float32)
+    lengths = jnp.zeros((num,), jnp.int32)
+
+    def cond(carry):
+        t, done = carry[0], carry[4]
+        return (t < max_steps) & ~jnp.all(done)
+
+    def body(carry):
+        t, env_state, timestep, actor_state, done, returns, lengths = carry
+        action, actor_state = agent.act_greedy(params, actor_state, timestep.observation)
+        env_state, timestep = jax.vmap(env.step)(env_state, action)
+        live = ~done
+        returns = jnp.where(live, timestep.extras["episode_return"], returns)
+        lengths = jnp.where(live, timestep.extras["episode_length"], lengths)
+        done = done | timestep.last()
+        return match_varying((t + 1, env_state, timestep, actor_state, done, returns, lengths), carry)
+
+    carry = (jnp.asarray(0, jnp.int32), env_state, timestep, actor_state, done, returns, lengths)
+    carry = vary_like(carry, jax.random.key_data(keys))
+    carry = jax.lax.while_loop(cond, body, carry)
+    return EvalResult(returns=carry[5], lengths=carry[6], finished=carry[4])

@@ -1,0 +1,41 @@
+"""Device meshes and shardings for the data-parallel layouts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
+
+from podrl.errors import ConfigError
+from podrl.parallel import DATA_AXIS
+
+
+def local_devices(num_devices: int | None = None, field: str = "num_devices") -> list[jax.Device]:
+    """The first `num_devices` local devices (all when None), checked against what exists."""
+    devices = jax.local_devices()
+    if num_devices is None:
+        return devices
+    if num_devices > len(devices):
+        raise ConfigError(
+            field,
+            f"asked for {num_devices} devices but this process has {len(devices)} "
+            f"({devices[0].platform}); on CPU set XLA_FLAGS=--xla_force_host_platform_device_count=N",
+        )
+    return devices[:num_devices]
+
+
+def data_mesh(devices: Sequence[jax.Device]) -> Mesh:
+    """A 1-D mesh over `devices` with the learner axis `DATA_AXIS` (Auto axis type)."""
+    return Mesh(np.asarray(devices), (DATA_AXIS,), axis_types=(AxisType.Auto,))
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    """Every device holds the whole array."""
+    return NamedSharding(mesh, P())
+
+
+def sharded_along(mesh: Mesh, axis: int) -> NamedSharding:
+    """Array dimension `axis` is split over the data axis, the rest replicated."""
+    return NamedSharding(mesh, P(*([None] * axis), DATA_AXIS))

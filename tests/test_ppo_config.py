@@ -1,0 +1,82 @@
+"""PPOConfig validation, check_batch and field documentation."""
+
+import ast
+import dataclasses
+import inspect
+import math
+
+import numpy as np
+import pytest
+from dm_env import specs
+
+from agents.ppo import PPOConfig
+from agents.ppo import config as config_module
+from envs.types import EnvSpec
+from podrl.errors import ConfigError
+
+
+def test_defaults_are_the_classic_cartpole_ppo():
+    c = PPOConfig()
+    assert (c.learning_rate, c.anneal_lr, c.gamma, c.gae_lambda) == (2.5e-4, True, 0.99, 0.95)
+    assert (c.num_epochs, c.num_minibatches, c.clip_eps, c.value_coef, c.entropy_coef) == (4, 4, 0.2, 0.5, 0.01)
+    assert (c.max_grad_norm, c.hidden_sizes, c.activation, c.adam_eps) == (0.5, (64, 64), "tanh", 1e-5)
+    assert c.normalize_advantages and c.clip_value_loss and c.reward_scale == 1.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.gamma = 0.5
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("learning_rate", 0.0), ("learning_rate", -1e-3), ("learning_rate", math.nan), ("learning_rate", "fast"),
+        ("gamma", 1.01), ("gamma", -0.1), ("gae_lambda", 1.5), ("gae_lambda", math.inf),
+        ("num_epochs", 0), ("num_epochs", 2.0), ("num_epochs", True), ("num_minibatches", -1),
+        ("clip_eps", 0.0), ("value_coef", -0.5), ("entropy_coef", -0.01), ("max_grad_norm", 0.0),
+        ("hidden_sizes", (64, 0)), ("hidden_sizes", (64, -3)), ("hidden_sizes", (64.0,)), ("hidden_sizes", 64),
+        ("activation", "sigmoidal"), ("reward_scale", 0.0), ("adam_eps", -1e-8),
+        ("anneal_lr", "yes"), ("clip_value_loss", 1), ("normalize_advantages", None),
+    ],
+)
+def test_invalid_field_raises_config_error_naming_it(field, value):
+    with pytest.raises(ConfigError) as info:
+        PPOConfig(**{field: value})
+    assert info.value.field == field
+    assert str(info.value).startswith(f"{field}: expected")
+    assert repr(value) in str(info.value)
+
+
+def test_edge_values_are_accepted():
+    c = PPOConfig(gamma=1.0, gae_lambda=0.0, value_coef=0.0, entropy_coef=0.0, hidden_sizes=[32], activation="relu")
+    assert c.hidden_sizes == (32,)  # lists (e.g. from a CLI) become tuples: the config stays hashable
+    hash(c)
+
+
+def test_check_batch():
+    c = PPOConfig(num_minibatches=4)
+    c.check_batch(rollout_length=128, envs_per_shard=4)
+    c.check_batch(rollout_length=2, envs_per_shard=2)
+    with pytest.raises(ConfigError) as info:
+        PPOConfig(num_minibatches=5).check_batch(rollout_length=128, envs_per_shard=3)
+    assert info.value.field == "num_minibatches"
+    for number in ("5", "128", "3", "384"):
+        assert number in str(info.value)
+
+
+def test_every_field_has_a_docstring_for_tyro():
+    tree = ast.parse(inspect.getsource(config_module))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "PPOConfig")
+    documented = set()
+    for node, nxt in zip(cls.body, cls.body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
+            assert isinstance(nxt.value.value, str) and nxt.value.value.strip()
+            documented.add(node.target.id)
+    assert documented == {f.name for f in dataclasses.fields(PPOConfig)}
+
+
+def test_make_agent_for_discrete_and_continuous_specs():
+    obs = specs.Array((3,), np.float32)
+    for action in (specs.DiscreteArray(2), specs.BoundedArray((1,), np.float32, -2.0, 2.0)):
+        agent = PPOConfig().make_agent(EnvSpec(obs, action), total_updates=10)
+        assert callable(agent.update) and agent.init_actor_state(4) == ()
+    with pytest.raises(ValueError, match="total_updates"):
+        PPOConfig().make_agent(EnvSpec(obs, specs.DiscreteArray(2)), total_updates=0)

@@ -1,0 +1,211 @@
+"""Scripted-episode tests of TimeLimit, EpisodeStats and AutoReset.
+
+`Counter` makes every expected value hand-computable: the step `t` of an
+episode (1, 2, ...) is both the observation's first entry and the reward, so an
+episode of n steps returns n (n + 1) / 2; the observation's second entry is a
+tag drawn from the reset key, telling episodes apart.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from dm_env import specs
+
+import envs
+from envs import FIRST, LAST, MID, AutoReset, EpisodeStats, TimeLimit, wrap_for_training
+from envs.types import restart, transition
+
+
+class CounterState(NamedTuple):
+    t: jax.Array  # int32 [], steps taken in this episode
+    tag: jax.Array  # float32 [], drawn at reset, in [1, 2)
+
+
+class Counter:
+    """Observation [t, tag], reward t; terminates at step `terminate_at` (None: never)."""
+
+    def __init__(self, terminate_at: int | None = None):
+        self.terminate_at = terminate_at
+
+    def reset(self, key):
+        tag = jax.random.uniform(key, (), jnp.float32, 1.0, 2.0)
+        state = CounterState(jnp.asarray(0, jnp.int32), tag)
+        return state, restart(self._obs(state))
+
+    def step(self, state, action):
+        state = CounterState(state.t + 1, state.tag)
+        terminated = False if self.terminate_at is None else state.t == self.terminate_at
+        return state, transition(self._obs(state), state.t.astype(jnp.float32), terminated)
+
+    def observation_spec(self):
+        return specs.Array((2,), np.float32)
+
+    def action_spec(self):
+        return specs.DiscreteArray(2)
+
+    @staticmethod
+    def _obs(state):
+        return jnp.stack([state.t.astype(jnp.float32), state.tag])
+
+
+def _rollout(env, n_steps, seed=0):
+    """The reset timestep and the `n_steps` step timesteps (as numpy, jitted)."""
+    reset, step = jax.jit(env.reset), jax.jit(env.step)
+    state, first = reset(jax.random.PRNGKey(seed))
+    steps = []
+    for _ in range(n_steps):
+        state, ts = step(state, jnp.int32(0))
+        steps.append(jax.tree.map(np.asarray, ts))
+    return jax.tree.map(np.asarray, first), steps
+
+
+def _column(steps, field, key=None):
+    values = [getattr(ts, field) if key is None else ts.extras[key] for ts in steps]
+    return np.stack(values).tolist()
+
+
+# ----------------------------------------------------------------- TimeLimit
+
+
+def test_time_limit_truncates_as_last_with_discount_one():
+    first, steps = _rollout(TimeLimit(Counter(terminate_at=None), max_steps=3), 3)
+    assert first.step_type == FIRST and first.extras["truncated"] == False  # noqa: E712
+    assert _column(steps, "step_type") == [MID, MID, LAST]
+    assert _column(steps, "discount") == [1.0, 1.0, 1.0]
+    assert _column(steps, "extras", "truncated") == [False, False, True]
+    assert _column(steps, "reward") == [1.0, 2.0, 3.0]
+
+
+def test_time_limit_lets_an_earlier_termination_through():
+    _, steps = _rollout(TimeLimit(Counter(terminate_at=2), max_steps=5), 2)
+    assert _column(steps, "step_type") == [MID, LAST]
+    assert _column(steps, "discount") == [1.0, 0.0]
+    assert _column(steps, "extras", "truncated") == [False, False]
+
+
+def test_time_limit_termination_wins_on_the_same_step():
+    _, steps = _rollout(TimeLimit(Counter(terminate_at=3), max_steps=3), 3)
+    assert _column(steps, "step_type") == [MID, MID, LAST]
+    assert _column(steps, "discount") == [1.0, 1.0, 0.0]
+    assert _column(steps, "extras", "truncated") == [False, False, False]
+
+
+@pytest.mark.parametrize("inner, outer", [(3, 10), (10, 3)])
+def test_nested_time_limits_truncate_at_the_shorter(inner, outer):
+    # e.g. a user's TimeLimit around envs.make(...), which already has one.
+    env = TimeLimit(TimeLimit(Counter(), max_steps=inner), max_steps=outer)
+    _, steps = _rollout(env, 3)
+    assert _column(steps, "step_type") == [MID, MID, LAST]
+    assert _column(steps, "discount") == [1.0, 1.0, 1.0]
+    assert _column(steps, "extras", "truncated") == [False, False, True]
+
+
+def test_time_limit_rejects_non_positive_limits():
+    with pytest.raises(ValueError, match="max_steps"):
+        TimeLimit(Counter(), max_steps=0)
+
+
+# -------------------------------------------------------------- EpisodeStats
+
+
+def test_episode_stats_running_totals():
+    first, steps = _rollout(EpisodeStats(Counter(terminate_at=4)), 4)
+    assert first.extras["episode_return"] == 0.0 and first.extras["episode_length"] == 0
+    assert _column(steps, "extras", "episode_return") == [1.0, 3.0, 6.0, 10.0]
+    assert _column(steps, "extras", "episode_length") == [1, 2, 3, 4]
+    assert steps[-1].step_type == LAST
+    assert steps[0].extras["episode_return"].dtype == np.float32
+    assert steps[0].extras["episode_length"].dtype == np.int32
+
+
+def test_episode_stats_count_truncated_episodes():
+    _, steps = _rollout(EpisodeStats(TimeLimit(Counter(), max_steps=5)), 5)
+    assert steps[-1].step_type == LAST and steps[-1].extras["truncated"]
+    assert steps[-1].extras["episode_return"] == 15.0
+    assert steps[-1].extras["episode_length"] == 5
+
+
+# ----------------------------------------------------------------- AutoReset
+
+
+def test_auto_reset_on_termination():
+    first, steps = _rollout(AutoReset(EpisodeStats(Counter(terminate_at=3))), 7)
+    tag0 = first.observation[1]
+    # Reset: next_obs is the observation itself.
+    np.testing.assert_array_equal(first.extras["next_obs"], first.observation)
+    assert _column(steps, "step_type") == [MID, MID, LAST, MID, MID, LAST, MID]
+    assert _column(steps, "reward") == [1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 1.0]
+    assert _column(steps, "discount") == [1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
+    assert _column(steps, "extras", "episode_return") == [1.0, 3.0, 6.0, 1.0, 3.0, 6.0, 1.0]
+    assert _column(steps, "extras", "episode_length") == [1, 2, 3, 1, 2, 3, 1]
+
+    last = steps[2]
+    # The action's outcome is in next_obs; the observation is the next episode's first.
+    np.testing.assert_array_equal(last.extras["next_obs"], [3.0, tag0])
+    assert last.observation[0] == 0.0
+    tag1 = last.observation[1]
+    assert tag1 != tag0, "the new episode must come from a fresh reset key"
+    # The inner state was reset together with the observation: the next step continues it.
+    np.testing.assert_array_equal(steps[3].observation, [1.0, tag1])
+    np.testing.assert_array_equal(steps[5].extras["next_obs"], [3.0, tag1])
+    assert steps[5].observation[1] not in (tag0, tag1)
+
+    for i in (0, 1, 3, 4, 6):
+        np.testing.assert_array_equal(steps[i].extras["next_obs"], steps[i].observation)
+
+
+def test_auto_reset_on_truncation_keeps_final_step_fields():
+    env = AutoReset(EpisodeStats(TimeLimit(Counter(), max_steps=2)))
+    first, steps = _rollout(env, 4)
+    assert _column(steps, "step_type") == [MID, LAST, MID, LAST]
+    assert _column(steps, "discount") == [1.0, 1.0, 1.0, 1.0]
+    assert _column(steps, "extras", "truncated") == [False, True, False, True]
+    assert _column(steps, "reward") == [1.0, 2.0, 1.0, 2.0]
+    assert _column(steps, "extras", "episode_return") == [1.0, 3.0, 1.0, 3.0]
+    # Bootstrapping a truncated episode needs the final observation.
+    np.testing.assert_array_equal(steps[1].extras["next_obs"], [2.0, first.observation[1]])
+    assert steps[1].observation[0] == 0.0
+
+
+def test_wrapped_env_scans_batched():
+    """jit(scan(vmap(step))) keeps one extras structure; batch members stay independent."""
+    env = wrap_for_training(TimeLimit(Counter(terminate_at=3), max_steps=2))
+    env_long = wrap_for_training(TimeLimit(Counter(terminate_at=3), max_steps=5))
+
+    def run(env, n_envs=4, n_steps=6):
+        state, ts = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(1), n_envs))
+
+        def body(state, _):
+            state, ts = jax.vmap(env.step)(state, jnp.zeros(n_envs, jnp.int32))
+            return state, ts
+
+        return jax.jit(lambda s: jax.lax.scan(body, s, None, length=n_steps))(state)[1]
+
+    ts = run(env)  # truncated every 2 steps, before the termination at 3
+    np.testing.assert_array_equal(ts.step_type, np.tile([[MID], [LAST]] * 3, 4))
+    np.testing.assert_array_equal(ts.discount, 1.0)
+    np.testing.assert_array_equal(ts.extras["truncated"], np.tile([[False], [True]] * 3, 4))
+    ts = run(env_long)  # terminated every 3 steps
+    np.testing.assert_array_equal(ts.step_type, np.tile([[MID], [MID], [LAST]] * 2, 4))
+    np.testing.assert_array_equal(ts.discount, np.tile([[1.0], [1.0], [0.0]] * 2, 4))
+    returns = np.tile([[1.0], [3.0], [6.0]] * 2, 4)
+    np.testing.assert_array_equal(ts.extras["episode_return"], returns)
+    tags = np.asarray(ts.observation[..., 1])
+    assert len(np.unique(tags[0])) == 4, "each env needs its own reset key"
+
+
+def test_wrappers_forward_attributes_and_specs():
+    inner = Counter(terminate_at=7)
+    env = wrap_for_training(TimeLimit(inner, max_steps=9))
+    assert env.terminate_at == 7 and env.max_steps == 9
+    assert env.unwrapped is inner
+    assert env.observation_spec().shape == (2,)
+    assert env.action_spec().num_values == 2
+    assert envs.env_spec(env).discrete
+    with pytest.raises(AttributeError):
+        env.no_such_attribute  # noqa: B018
