@@ -11,16 +11,8 @@ from __future__ import annotations
 import dataclasses
 
 from envs.registry import UnknownEnvError, check_name
-from podrl.errors import ConfigError
+from podrl.errors import ConfigError, require_int
 from podrl.types import AgentConfig
-
-
-def require_positive(config: object, *fields: str) -> None:
-    """Raises ConfigError for the first of `fields` that is not a positive int."""
-    for name in fields:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ConfigError(name, f"must be a positive integer, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,14 +59,11 @@ class AnakinConfig:
     """Logging settings."""
 
     def __post_init__(self):
-        require_positive(self, "num_seeds", "total_steps", "num_envs", "rollout_length",
-                         "updates_per_call", "eval_episodes", "eval_max_steps")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError("seed", f"must be a non-negative integer, got {self.seed!r}")
+        require_int(self, "num_seeds", "total_steps", "num_envs", "rollout_length",
+                    "updates_per_call", "eval_episodes", "eval_max_steps")
+        require_int(self, "seed", "eval_every", minimum=0)
         if self.num_devices is not None:
-            require_positive(self, "num_devices")
-        if isinstance(self.eval_every, bool) or not isinstance(self.eval_every, int) or self.eval_every < 0:
-            raise ConfigError("eval_every", f"must be a non-negative integer, got {self.eval_every!r}")
+            require_int(self, "num_devices")
         if self.total_steps < self.num_envs * self.rollout_length:
             raise ConfigError(
                 "total_steps",

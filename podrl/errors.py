@@ -1,4 +1,8 @@
-"""Errors podrl raises for bad input, each naming what is at fault."""
+"""Errors podrl raises for bad input, and the field checks that raise them."""
+
+from __future__ import annotations
+
+import math
 
 
 class ConfigError(ValueError):
@@ -7,3 +11,28 @@ class ConfigError(ValueError):
     def __init__(self, field: str, message: str):
         self.field = field
         super().__init__(f"{field}: {message}")
+
+
+def is_int(value: object) -> bool:
+    """True for ints, False for bools (which Python counts as ints)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def require_int(config: object, *fields: str, minimum: int = 1) -> None:
+    """Raises ConfigError for the first of `fields` that is not an int >= `minimum`."""
+    for name in fields:
+        value = getattr(config, name)
+        if not is_int(value) or value < minimum:
+            kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+            raise ConfigError(name, f"must be {kind}, got {value!r}")
+
+
+def require_number(config: object, name: str, low: float, high: float = math.inf, low_open: bool = False) -> None:
+    """Raises ConfigError unless `config.<name>` is a finite number in the given range."""
+    value = getattr(config, name)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > low if low_open else value >= low) and value <= high
+    if not ok:
+        lower = "(" if low_open else "["
+        upper = "]" if math.isfinite(high) else ")"
+        raise ConfigError(name, f"must be a finite number in {lower}{low}, {high}{upper}, got {value!r}")

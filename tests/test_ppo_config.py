@@ -41,7 +41,7 @@ def test_invalid_field_raises_config_error_naming_it(field, value):
     with pytest.raises(ConfigError) as info:
         PPOConfig(**{field: value})
     assert info.value.field == field
-    assert str(info.value).startswith(f"{field}: expected")
+    assert str(info.value).startswith(f"{field}: must be")
     assert repr(value) in str(info.value)
 
 

@@ -8,10 +8,9 @@ Defaults are the classic CartPole PPO (CleanRL `ppo.py`, PureJaxRL), tuned for
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import TYPE_CHECKING
 
-from podrl.errors import ConfigError
+from podrl.errors import ConfigError, is_int, require_int, require_number
 
 if TYPE_CHECKING:
     from envs.types import EnvSpec
@@ -65,26 +64,25 @@ class PPOConfig:
     """Adam epsilon."""
 
     def __post_init__(self) -> None:
-        _check_number(self, "learning_rate", low=0.0, low_open=True)
-        _check_number(self, "gamma", low=0.0, high=1.0)
-        _check_number(self, "gae_lambda", low=0.0, high=1.0)
-        _check_number(self, "clip_eps", low=0.0, low_open=True)
-        _check_number(self, "value_coef", low=0.0)
-        _check_number(self, "entropy_coef", low=0.0)
-        _check_number(self, "max_grad_norm", low=0.0, low_open=True)
-        _check_number(self, "reward_scale", low=0.0, low_open=True)
-        _check_number(self, "adam_eps", low=0.0, low_open=True)
-        for name in ("num_epochs", "num_minibatches"):
-            _check_positive_int(name, getattr(self, name))
+        require_number(self, "learning_rate", low=0.0, low_open=True)
+        require_number(self, "gamma", low=0.0, high=1.0)
+        require_number(self, "gae_lambda", low=0.0, high=1.0)
+        require_number(self, "clip_eps", low=0.0, low_open=True)
+        require_number(self, "value_coef", low=0.0)
+        require_number(self, "entropy_coef", low=0.0)
+        require_number(self, "max_grad_norm", low=0.0, low_open=True)
+        require_number(self, "reward_scale", low=0.0, low_open=True)
+        require_number(self, "adam_eps", low=0.0, low_open=True)
+        require_int(self, "num_epochs", "num_minibatches")
         for name in ("anneal_lr", "clip_value_loss", "normalize_advantages"):
             if not isinstance(getattr(self, name), bool):
-                raise ConfigError(name, f"expected True or False, got {getattr(self, name)!r}")
+                raise ConfigError(name, f"must be True or False, got {getattr(self, name)!r}")
         sizes = self.hidden_sizes
-        if not isinstance(sizes, (tuple, list)) or not all(_is_int(s) and s > 0 for s in sizes):
-            raise ConfigError("hidden_sizes", f"expected a tuple of positive ints, got {sizes!r}")
+        if not isinstance(sizes, (tuple, list)) or not all(is_int(s) and s > 0 for s in sizes):
+            raise ConfigError("hidden_sizes", f"must be a tuple of positive ints, got {sizes!r}")
         object.__setattr__(self, "hidden_sizes", tuple(sizes))
         if self.activation not in ACTIVATIONS:
-            raise ConfigError("activation", f"expected one of {ACTIVATIONS}, got {self.activation!r}")
+            raise ConfigError("activation", f"must be one of {ACTIVATIONS}, got {self.activation!r}")
 
     def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
         """Raises ConfigError("num_minibatches") unless the shard batch splits evenly."""
@@ -105,28 +103,3 @@ class PPOConfig:
         from agents.ppo.agent import make_agent
 
         return make_agent(self, env_spec, total_updates)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_positive_int(name: str, value: object) -> None:
-    if not _is_int(value) or value < 1:
-        raise ConfigError(name, f"expected a positive int, got {value!r}")
-
-
-def _check_number(
-    config: PPOConfig,
-    name: str,
-    low: float,
-    high: float = math.inf,
-    low_open: bool = False,
-) -> None:
-    value = getattr(config, name)
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (value > low if low_open else value >= low) and value <= high
-    if not ok:
-        lower = "(" if low_open else "["
-        upper = "]" if math.isfinite(high) else ")"
-        raise ConfigError(name, f"expected a finite number in {lower}{low}, {high}{upper}, got {value!r}")

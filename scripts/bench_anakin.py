@@ -1,0 +1,354 @@
+"""Benchmark the Anakin layout: env steps/s and compile seconds, 1 device vs a CPU mesh.
+
+Rows (each measured in its own subprocess, so each gets its own JAX device count):
+  a_reference   PPO on CartPole-v1, 4 envs x 128 steps, 4 epochs x 4 minibatches,
+                500k steps (AnakinConfig + PPOConfig defaults, eval_every=0).
+  b_throughput  the same PPO with 2048 envs x 16 steps (--throughput-steps, default 2M).
+  c_env_only    the ceiling: the same JAX CartPole (wrap_for_training) with random
+                actions and no network, vmapped over 4 and 2048 envs, `lax.scan` over
+                time inside one jit(shard_map(...)) over `podrl.mesh.data_mesh`.
+Each row is run on every device count of --devices (on CPU, the host is split into
+that many JAX devices with `jax_num_cpu_devices`). Training steps/s count training
+calls only (compile excluded); env-only steps/s are measured after an ahead-of-time
+`.lower().compile()`, whose seconds are the compile figure.
+
+The table compares training rows with the reference figures quoted in DESIGN.md
+(a single-file JAX PPO on the same 2-core machine) and gives, on env-only rows, the
+fraction of the env ceiling that training reaches. Nothing is asserted about timings.
+
+Usage:
+  python scripts/bench_anakin.py                                   # full run, 1 and 2 devices
+  python scripts/bench_anakin.py --out bench.json --repeats 3      # median of 3 runs per row
+  python scripts/bench_anakin.py --devices 1 2 4 --throughput-steps 4000000
+  python scripts/bench_anakin.py --quick --out /tmp/smoke.json     # tiny smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+RESULT_PREFIX = "BENCH_RESULT "
+"""A child prints its result as one stdout line starting with this."""
+
+REFERENCE_SPS = {"a_reference": 155_000.0, "b_throughput": 200_000.0}
+"""Conservative reference steps/s from DESIGN.md (single-file JAX PPO, this machine):
+120-155k on (a) with 5-7 s compile; ~200k at 256 envs (used for (b))."""
+
+TRAIN_ROWS = ("a_reference", "b_throughput")
+ENV_NAME = "CartPole-v1"
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """One benchmark row: what runs, on how many devices, for how many env steps."""
+
+    name: str  # a_reference | b_throughput | c_env_only
+    devices: int
+    num_envs: int
+    rollout_length: int  # steps per env between updates (env-only: per scan chunk / 32)
+    total_steps: int
+    updates_per_call: int = 32
+    min_seconds: float = 0.0  # env-only: keep stepping at least this long
+
+    @property
+    def is_training(self) -> bool:
+        return self.name in TRAIN_ROWS
+
+
+# ---------------------------------------------------------------- child side
+
+
+def _configure_jax(devices: int) -> None:
+    """Splits the CPU into `devices` JAX devices; must run before any device use."""
+    import jax
+
+    jax.config.update("jax_num_cpu_devices", devices)
+    if jax.device_count() != devices:
+        raise RuntimeError(f"asked for {devices} devices, JAX has {jax.device_count()}")
+
+
+def measure_training(m: Measurement) -> dict[str, Any]:
+    """Trains PPO with `train_anakin`; returns its steps/s and compile seconds."""
+    import numpy as np
+
+    from agents.ppo import PPOConfig
+    from podrl.anakin import train_anakin
+    from podrl.config import AnakinConfig, LoggingConfig
+
+    config = AnakinConfig(
+        env=ENV_NAME, total_steps=m.total_steps, num_envs=m.num_envs, rollout_length=m.rollout_length,
+        num_devices=m.devices, updates_per_call=m.updates_per_call, eval_every=0,
+        eval_episodes=m.devices,  # the one final evaluation is not timed; keep it small
+        logging=LoggingConfig(run_dir=None, console=False),
+    )
+    result = train_anakin(config, PPOConfig())
+    final_return = result.final_eval_return
+    return {
+        "steps_per_second": float(result.steps_per_second),
+        "compile_seconds": float(result.compile_seconds),
+        "steps_measured": config.num_updates * config.steps_per_update,
+        "final_eval_return": None if final_return is None else float(np.mean(final_return)),
+    }
+
+
+def build_env_only(num_envs: int, devices: int, scan_length: int):
+    """(init, chunk, env_steps_per_chunk): random-action CartPole over a `data_mesh`.
+
+    `init(seed)` returns the sharded carry (env states `[E]`, one key per shard,
+    reward sums `[E]`); `chunk` (a `jit(shard_map)`) steps it `scan_length` times.
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    import envs
+    from podrl.mesh import data_mesh, local_devices
+    from podrl.parallel import DATA_AXIS, match_varying
+
+    env = envs.wrap_for_training(envs.make(ENV_NAME))
+    num_actions = env.action_spec().num_values
+    mesh = data_mesh(local_devices(devices))
+    sharded = NamedSharding(mesh, P(DATA_AXIS))
+
+    def shard_chunk(env_state, key, reward_sum):
+        def step(carry, _):
+            state, k, rewards = carry
+            k, action_key = jax.random.split(k)
+            actions = jax.random.randint(action_key, rewards.shape, 0, num_actions)
+            state, ts = jax.vmap(env.step)(state, actions)
+            return match_varying((state, k, rewards + ts.reward), carry), None
+
+        (env_state, k, reward_sum), _ = jax.lax.scan(step, (env_state, key[0], reward_sum), None, scan_length)
+        return env_state, k[None], reward_sum
+
+    spec = P(DATA_AXIS)
+    chunk = jax.jit(jax.shard_map(shard_chunk, mesh=mesh, in_specs=spec, out_specs=spec), donate_argnums=(0, 1, 2))
+    reset = jax.jit(jax.vmap(env.reset), out_shardings=sharded)
+
+    def init(seed: int):
+        reset_key, action_key = jax.random.split(jax.random.key(seed))
+        env_state, _ = reset(jax.random.split(reset_key, num_envs))
+        keys = jax.device_put(jax.random.split(action_key, devices), sharded)
+        return env_state, keys, jax.device_put(jnp.zeros((num_envs,), jnp.float32), sharded)
+
+    return init, chunk, num_envs * scan_length
+
+
+def measure_env_only(m: Measurement) -> dict[str, Any]:
+    """Steps/s of random-action CartPole after an AOT compile (timed separately)."""
+    import jax
+
+    init, chunk, steps_per_chunk = build_env_only(m.num_envs, m.devices, m.updates_per_call * m.rollout_length)
+    carry = init(0)
+    start = time.perf_counter()
+    compiled = chunk.lower(*carry).compile()
+    compile_seconds = time.perf_counter() - start
+    carry = jax.block_until_ready(compiled(*carry))  # warm-up call, not timed
+    steps, start = 0, time.perf_counter()
+    while steps < m.total_steps or time.perf_counter() - start < m.min_seconds:
+        carry = jax.block_until_ready(compiled(*carry))
+        steps += steps_per_chunk
+    seconds = time.perf_counter() - start
+    return {
+        "steps_per_second": steps / seconds,
+        "compile_seconds": compile_seconds,
+        "steps_measured": steps,
+        "mean_reward_sum": float(carry[2].mean()),  # keeps the work observable
+    }
+
+
+def run_child(spec_json: str) -> int:
+    """Child entry point: one measurement, printed as one RESULT_PREFIX line."""
+    m = Measurement(**json.loads(spec_json))
+    _configure_jax(m.devices)
+    result = measure_training(m) if m.is_training else measure_env_only(m)
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------- parent side
+
+
+def plan(args: argparse.Namespace) -> list[Measurement]:
+    """Every row of the benchmark, in the order it runs."""
+    if args.quick:
+        ref_steps, tp_steps, min_seconds = 4 * 128 * 2, 2048 * 16, 0.0
+    else:
+        ref_steps, tp_steps, min_seconds = 500_000, args.throughput_steps, args.env_min_seconds
+    rows = []
+    for devices in args.devices:
+        rows.append(Measurement("a_reference", devices, 4, 128, ref_steps))
+        rows.append(Measurement("b_throughput", devices, 2048, 16, tp_steps))
+    for devices in args.devices:
+        rows.append(Measurement("c_env_only", devices, 4, 128, ref_steps, min_seconds=min_seconds))
+        rows.append(Measurement("c_env_only", devices, 2048, 16, tp_steps, min_seconds=min_seconds))
+    return rows
+
+
+def child_env() -> dict[str, str]:
+    """The child's environment: CPU platform, no inherited forced device count."""
+    env = dict(os.environ)
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
+    env["XLA_FLAGS"] = " ".join(flags)
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    return env
+
+
+def run_once(m: Measurement, timeout: float) -> dict[str, Any]:
+    """Runs `m` in a fresh Python process; returns its result (or an `error`)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(dataclasses.asdict(m))]
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=child_env())
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f}s", "wall_seconds": time.perf_counter() - start}
+    wall = time.perf_counter() - start
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            return {**json.loads(line[len(RESULT_PREFIX):]), "wall_seconds": wall}
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
+    return {"error": f"exit code {proc.returncode}: " + "\n".join(tail), "wall_seconds": wall}
+
+
+def describe(m: Measurement) -> dict[str, Any]:
+    """The `config` field of a row."""
+    if m.is_training:
+        return {"env": ENV_NAME, "agent": "PPO", "num_epochs": 4, "num_minibatches": 4,
+                "total_steps": m.total_steps, "updates_per_call": m.updates_per_call, "eval_every": 0}
+    return {"env": ENV_NAME, "actions": "uniform random", "network": None,
+            "scan_length": m.updates_per_call * m.rollout_length,
+            "min_total_steps": m.total_steps, "min_seconds": m.min_seconds}
+
+
+def measure(m: Measurement, repeats: int, timeout: float) -> dict[str, Any]:
+    """Runs `m` `repeats` times; the row holds the medians and every raw run."""
+    runs = [run_once(m, timeout) for _ in range(repeats)]
+    ok = [r for r in runs if "error" not in r]
+    row = {
+        "name": m.name, "config": describe(m), "devices": m.devices,
+        "num_envs": m.num_envs, "rollout_length": m.rollout_length,
+        "steps_per_second": statistics.median(r["steps_per_second"] for r in ok) if ok else None,
+        "compile_seconds": statistics.median(r["compile_seconds"] for r in ok) if ok else None,
+        "runs": runs,
+    }
+    if not ok:
+        row["error"] = runs[-1]["error"]
+    return row
+
+
+def add_ratios(rows: list[dict[str, Any]]) -> None:
+    """Training rows: `vs_reference`; env-only rows: `training_fraction_of_ceiling`."""
+    training = {(r["num_envs"], r["devices"]): r for r in rows if r["name"] in TRAIN_ROWS}
+    for row in rows:
+        sps = row["steps_per_second"]
+        if row["name"] in TRAIN_ROWS:
+            row["vs_reference"] = sps / REFERENCE_SPS[row["name"]] if sps else None
+            continue
+        train = training.get((row["num_envs"], row["devices"]))
+        train_sps = train["steps_per_second"] if train else None
+        row["training_fraction_of_ceiling"] = train_sps / sps if (train_sps and sps) else None
+
+
+# ---------------------------------------------------------------- report
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else format(value, spec)
+
+
+CAPTION = (
+    "vs reference = our steps/s / the DESIGN.md reference figure for a widely used single-file "
+    "JAX PPO on this machine (120-155k steps/s on (a) with 5-7 s compile; ~200k at 256 envs). "
+    "Conservative denominators: 155k for (a), 200k for (b) (that figure was measured at 256 envs, "
+    "not 2048). train/ceiling (env-only rows) = training steps/s / env-only steps/s at the same "
+    "env count and devices. Compile = AOT compile of the train call (env-only: of the scan chunk)."
+)
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    """The results as a markdown table with its caption."""
+    lines = [
+        "| row | devices | envs x steps | steps/s | compile s | vs reference | train/ceiling |",
+        "|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        ratio = r.get("vs_reference") if r["name"] in TRAIN_ROWS else r.get("training_fraction_of_ceiling")
+        ratio_text = _fmt(ratio, ".2f") + ("x" if ratio is not None and r["name"] in TRAIN_ROWS else "")
+        cells = [
+            r["name"], str(r["devices"]), f"{r['num_envs']} x {r['rollout_length']}",
+            _fmt(r["steps_per_second"], ",.0f") if "error" not in r else "FAILED",
+            _fmt(r["compile_seconds"], ".2f"),
+            ratio_text if r["name"] in TRAIN_ROWS else "",
+            "" if r["name"] in TRAIN_ROWS else _fmt(ratio, ".1%"),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\n" + CAPTION
+
+
+def document(rows: list[dict[str, Any]], args: argparse.Namespace, wall_seconds: float) -> dict[str, Any]:
+    """The JSON document written by --out."""
+    import jax
+
+    return {
+        "jax_version": jax.__version__,
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "quick": args.quick,
+        "repeats": args.repeats,
+        "reference_steps_per_second": REFERENCE_SPS,
+        "wall_seconds": wall_seconds,
+        "rows": rows,
+    }
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--devices", type=int, nargs="+", default=[1, 2], help="device counts to run each row on")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per row; the median is reported")
+    parser.add_argument("--throughput-steps", type=int, default=2_000_000, help="total env steps of row (b)")
+    parser.add_argument("--env-min-seconds", type=float, default=1.0, help="env-only rows step at least this long")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per subprocess")
+    parser.add_argument("--quick", action="store_true", help="tiny step counts (smoke test, numbers meaningless)")
+    parser.add_argument("--out", help="write the JSON document here")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.repeats < 1 or any(d < 1 for d in args.devices):
+        parser.error("--repeats and --devices must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child:
+        return run_child(args.child)
+    start, rows = time.perf_counter(), []
+    for m in plan(args):
+        rows.append(measure(m, args.repeats, args.timeout))
+        r = rows[-1]
+        status = r.get("error", "").splitlines()[0] if "error" in r else (
+            f"{_fmt(r['steps_per_second'], ',.0f')} steps/s, compile {_fmt(r['compile_seconds'], '.2f')} s")
+        print(f"{m.name:13s} devices={m.devices} envs={m.num_envs:5d}: {status}", file=sys.stderr, flush=True)
+    add_ratios(rows)
+    wall = time.perf_counter() - start
+    print(markdown_table(rows))
+    print(f"\nbenchmark wall time: {wall:.1f} s", file=sys.stderr)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(document(rows, args, wall), f, indent=2)
+    return 1 if any("error" in r for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

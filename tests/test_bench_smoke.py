@@ -1,0 +1,41 @@
+"""Smoke test of scripts/bench_anakin.py: --quick runs every row and writes the JSON.
+
+Only checks that each row ran and produced positive numbers; no timing is asserted.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_anakin.py"
+
+EXPECTED_ROWS = {
+    (name, devices, num_envs)
+    for devices in (1, 2)
+    for name, num_envs in (("a_reference", 4), ("b_throughput", 2048), ("c_env_only", 4), ("c_env_only", 2048))
+}
+
+
+@pytest.mark.timeout(300)
+def test_quick_benchmark_writes_every_row(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--devices", "1", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["jax_version"] and doc["cpu_count"] and doc["timestamp"]
+    rows = doc["rows"]
+    assert {(r["name"], r["devices"], r["num_envs"]) for r in rows} == EXPECTED_ROWS
+    for row in rows:
+        assert "error" not in row, row
+        assert row["steps_per_second"] > 0, row
+        assert row["compile_seconds"] > 0, row
+        assert row["rollout_length"] > 0 and row["config"]["env"] == "CartPole-v1"
+    assert all(r["vs_reference"] > 0 for r in rows if r["name"] != "c_env_only")
+    assert all(r["training_fraction_of_ceiling"] > 0 for r in rows if r["name"] == "c_env_only")
+    assert "| row | devices |" in proc.stdout
