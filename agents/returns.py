@@ -82,3 +82,106 @@ def batched_gae(
     chex.assert_rank([reward, discount, episode_end, value, next_value], 2)
     chex.assert_equal_shape([reward, discount, episode_end, value, next_value])
     return _gae_over_batch(reward, discount, episode_end, value, next_value, gamma, lambda_)
+
+
+def vtrace(
+    v_tm1: Array,
+    v_t: Array,
+    r_t: Array,
+    discount_t: Array,
+    episode_end_t: Array,
+    rho_tm1: Array,
+    lambda_: float = 1.0,
+    clip_rho_threshold: float = 1.0,
+    clip_pg_rho_threshold: float = 1.0,
+    clip_c_threshold: float = 1.0,
+) -> tuple[Array, Array]:
+    """V-trace value targets and policy-gradient advantages over one sequence.
+
+    See "IMPALA: Scalable Distributed Deep-RL with Importance Weighted
+    Actor-Learner Architectures" by Espeholt, Soyer, Munos et al. (ICML 2018),
+    https://arxiv.org/abs/1802.01561, section 4. For step s of the sequence
+    (x_s the observation, a_s ~ mu the behaviour policy, pi the target policy):
+
+        rho_s = min(rho_bar, pi(a_s|x_s) / mu(a_s|x_s))            (clip_rho_threshold)
+        c_s   = lambda_ * min(c_bar, pi(a_s|x_s) / mu(a_s|x_s))    (clip_c_threshold)
+        delta_s = rho_s * (r_s + discount_s * V(x_{s+1}) - V(x_s))
+        v_s - V(x_s) = delta_s + discount_s * c_s * (1 - end_s) * (v_{s+1} - V(x_{s+1}))
+
+    i.e. v_s = V(x_s) + sum_{t>=s} (prod_{i<t} discount_i c_i) delta_t, summed to
+    the end of the sequence or of the episode; beyond the sequence v - V = 0.
+    The policy-gradient advantage uses rho_bar_pg (clip_pg_rho_threshold):
+
+        A_s = min(rho_bar_pg, pi/mu) * (r_s + discount_s * q_{s+1} - V(x_s)),
+
+    with q_{s+1} = v_{s+1}, the V-trace target of x_{s+1}, where the episode and
+    the sequence go on, else the bootstrap value V(x_{s+1}) = `v_t[s]`.
+
+    Episode boundaries follow `gae`: `v_t[s]` is V of the true next observation
+    (taken before any auto-reset). A terminated step has `discount_s = 0`; a
+    truncated one keeps `discount_s = gamma` and bootstraps from `v_t[s]`; both
+    set `end_s`, which cuts the trace. With `rho = 1`, `lambda_ = 1` and no
+    episode end, `v_s` is the n-step return bootstrapped from `v_t[-1]`.
+
+    No gradient is stopped here; the caller applies `lax.stop_gradient`.
+
+    Args:
+      v_tm1: `[T]` V(x_s), the values of the sequence's observations.
+      v_t: `[T]` V(x_{s+1}), the values of the next observations.
+      r_t: `[T]` r_s, the reward for a_s.
+      discount_t: `[T]` gamma times 0 where the episode terminated after step s, else gamma.
+      episode_end_t: `[T]` bool or 0/1, the episode ended (terminated or truncated) after s.
+      rho_tm1: `[T]` importance *ratios* pi(a_s|x_s) / mu(a_s|x_s) (not logs;
+        pass `exp(log_pi - log_mu)`).
+      lambda_: trace mixing parameter in [0, 1] (scales c_s).
+      clip_rho_threshold: rho_bar, clips the importance weights of delta_s.
+      clip_pg_rho_threshold: rho_bar_pg, clips the weights of the pg advantage.
+      clip_c_threshold: c_bar, clips the trace coefficients c_s.
+
+    Returns:
+      `(vs [T], pg_advantage [T])`: the value targets v_s and advantages A_s.
+    """
+    chex.assert_rank([v_tm1, v_t, r_t, discount_t, episode_end_t, rho_tm1], 1)
+    chex.assert_equal_shape([v_tm1, v_t, r_t, discount_t, episode_end_t, rho_tm1])
+    chex.assert_type([v_tm1, v_t, r_t, discount_t, rho_tm1], float)
+
+    continues = 1.0 - episode_end_t.astype(v_tm1.dtype)
+    clipped_rho = jnp.minimum(clip_rho_threshold, rho_tm1)
+    c = lambda_ * jnp.minimum(clip_c_threshold, rho_tm1)
+    delta = clipped_rho * (r_t + discount_t * v_t - v_tm1)
+
+    def backward(correction_tp1, xs):  # correction_s = v_s - V(x_s)
+        delta_s, discount_s, c_s, continues_s = xs
+        correction_s = delta_s + discount_s * c_s * continues_s * correction_tp1
+        return correction_s, correction_s
+
+    _, correction = lax.scan(backward, jnp.zeros_like(v_tm1[0]), (delta, discount_t, c, continues), reverse=True)
+    vs = v_tm1 + correction
+    vs_tp1 = jnp.concatenate([vs[1:], v_t[-1:]])
+    q_t = r_t + discount_t * jnp.where(continues > 0, vs_tp1, v_t)
+    pg_advantage = jnp.minimum(clip_pg_rho_threshold, rho_tm1) * (q_t - v_tm1)
+    return vs, pg_advantage
+
+
+_vtrace_over_batch = jax.vmap(vtrace, in_axes=(1, 1, 1, 1, 1, 1, None, None, None, None), out_axes=1)
+
+
+def batched_vtrace(
+    v_tm1: Array,
+    v_t: Array,
+    r_t: Array,
+    discount_t: Array,
+    episode_end_t: Array,
+    rho_tm1: Array,
+    lambda_: float = 1.0,
+    clip_rho_threshold: float = 1.0,
+    clip_pg_rho_threshold: float = 1.0,
+    clip_c_threshold: float = 1.0,
+) -> tuple[Array, Array]:
+    """`vtrace` over a time-major batch: every array is `[T, B]`; returns `(vs, pg_advantage)` `[T, B]`."""
+    chex.assert_rank([v_tm1, v_t, r_t, discount_t, episode_end_t, rho_tm1], 2)
+    chex.assert_equal_shape([v_tm1, v_t, r_t, discount_t, episode_end_t, rho_tm1])
+    return _vtrace_over_batch(
+        v_tm1, v_t, r_t, discount_t, episode_end_t, rho_tm1,
+        lambda_, clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold,
+    )

@@ -11,6 +11,9 @@ Global array layout (S seeds, D shards, E envs per seed, E/D per shard):
   train_state  `[S, ...]`              replicated, spec P()
   acting       `[S, E, ...]`           spec P(None, DATA_AXIS)
   key          `[S, D]` typed keys     spec P(None, DATA_AXIS), one per shard
+
+Update `i` of a shard draws its keys from `update_keys(shard_key, i)`, so a run
+is a pure function of (seed, update index): the same schedule Sebulba uses.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from envs.wrappers import wrap_for_training
 from podrl.config import AnakinConfig
 from podrl.evaluation import evaluate_greedy
 from podrl.parallel import DATA_AXIS, sum_across_learners
-from podrl.rollout import ActingState, EpisodeTotals, reset_batch, rollout
+from podrl.rollout import ActingState, EpisodeTotals, reset_batch, rollout, update_keys
 from podrl.types import Agent, Array, Metrics, TrainState
 
 
@@ -94,30 +97,30 @@ class AnakinProgram:
 
         return jax.vmap(one_seed)(seed_keys)
 
-    def _update(self, state: AnakinState) -> tuple[AnakinState, Metrics, EpisodeTotals]:
-        key, rollout_key, update_key = jax.random.split(state.key[0], 3)
+    def _update(self, state: AnakinState, index: Array) -> tuple[AnakinState, Metrics, EpisodeTotals]:
+        rollout_key, update_key = update_keys(state.key[0], index)
         acting, trajectory, totals = rollout(
             self.agent, self.training_env, state.train_state.params, state.acting, rollout_key,
             self.config.rollout_length,
         )
         train_state, metrics = self.agent.update(state.train_state, trajectory, update_key)
-        return AnakinState(train_state, acting, key[None]), metrics, sum_across_learners(totals)
+        return AnakinState(train_state, acting, state.key), metrics, sum_across_learners(totals)
 
     def _call_shard(self, state: AnakinState, first_update: Array) -> tuple[AnakinState, CallMetrics]:
         self.trace_count += 1
         num_updates = self.config.num_updates
 
         def one_seed(state):
-            metric_shapes = jax.eval_shape(lambda s: self._update(s)[1], state)
+            metric_shapes = jax.eval_shape(lambda s: self._update(s, first_update)[1], state)
             zeros = CallMetrics(
                 agent=jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes),
                 episodes=EpisodeTotals.zeros(),
                 updates=jnp.zeros((), jnp.float32),
             )
 
-            def do_update(carry):
+            def do_update(carry, index):
                 state, acc = carry
-                state, metrics, totals = self._update(state)
+                state, metrics, totals = self._update(state, index)
                 acc = CallMetrics(
                     agent=jax.tree.map(jnp.add, acc.agent, metrics),
                     episodes=acc.episodes + totals,
@@ -126,8 +129,8 @@ class AnakinProgram:
                 return state, acc
 
             def body(carry, i):
-                active = first_update + i < num_updates
-                return jax.lax.cond(active, do_update, lambda c: c, carry), None
+                index = first_update + i
+                return jax.lax.cond(index < num_updates, do_update, lambda c, _: c, carry, index), None
 
             steps = jnp.arange(self.config.updates_per_call, dtype=jnp.int32)
             (state, acc), _ = jax.lax.scan(body, (state, zeros), steps)

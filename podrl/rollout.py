@@ -36,6 +36,16 @@ class EpisodeTotals(NamedTuple):
         return EpisodeTotals(*(a + b for a, b in zip(self, other)))
 
 
+def update_keys(base_key: PRNGKey, index: Array | int) -> tuple[PRNGKey, PRNGKey]:
+    """`(rollout_key, update_key)` of update `index` for an actor/learner with `base_key`.
+
+    Both layouts derive every key of update `index` from this one function, so a
+    run is reproducible from (seed, update index) and the layouts agree.
+    """
+    rollout_key, update_key = jax.random.split(jax.random.fold_in(base_key, index))
+    return rollout_key, update_key
+
+
 def reset_batch(env: JaxEnv, agent: Agent, keys: PRNGKey) -> ActingState:
     """Resets one env per key (`keys` `[B]`) and the actor state."""
     env_state, timestep = jax.vmap(env.reset)(keys)

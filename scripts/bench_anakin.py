@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{m.name:13s} devices={m.devices} envs={m.num_envs:5d}: {status}", file=sys.stderr, flush=True)
     add_ratios(rows)
     wall = time.perf_counter() - start
-    print(markdown_table(rows))
+    print(markdown_table(rows), flush=True)
     print(f"\nbenchmark wall time: {wall:.1f} s", file=sys.stderr)
     if args.out:
         with open(args.out, "w") as f:

@@ -10,6 +10,7 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from typing import Annotated
 
@@ -32,6 +33,7 @@ class TrainAnakinArgs:
 
 
 def main(argv: list[str] | None = None) -> int:
+    sys.path.insert(0, os.getcwd())  # `--env my_pkg.my_env:MyEnv` resolves from the working directory
     try:
         args = tyro.cli(TrainAnakinArgs, args=argv)
     except ConfigError as e:

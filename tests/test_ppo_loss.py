@@ -9,7 +9,7 @@ import pytest
 from dm_env import specs
 
 from agents.ppo import PPOBatch, PPOConfig, make_loss_fn, make_network
-from agents.ppo import networks as nets
+from agents import networks as nets
 from envs.types import EnvSpec
 
 # ---------------------------------------------------------------- distributions

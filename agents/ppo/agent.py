@@ -18,7 +18,7 @@ import optax
 
 from agents.ppo.config import PPOConfig
 from agents.ppo.losses import PPOBatch, make_loss_fn
-from agents.ppo.networks import ActionDistribution, ActorCritic, action_distribution, make_network
+from agents.networks import ActionDistribution, ActorCritic, action_distribution, make_network
 from agents.returns import batched_gae
 from envs.types import EnvSpec
 from podrl.parallel import learner_value_and_grad, mean_across_learners

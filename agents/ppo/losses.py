@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from agents.ppo.networks import ActorCritic, action_distribution
+from agents.networks import ActorCritic, action_distribution
 
 if TYPE_CHECKING:
     from agents.ppo.config import PPOConfig

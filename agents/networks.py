@@ -1,4 +1,4 @@
-"""PPO actor-critic networks and the action distributions they parameterize.
+"""Actor-critic networks and action distributions shared by all agents (PPO, IMPALA).
 
 `ActorCritic` holds two separate MLPs (CleanRL / PureJaxRL layout): the actor
 maps observations to distribution parameters, the critic to a scalar value.

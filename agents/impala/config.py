@@ -1,0 +1,101 @@
+"""IMPALA hyperparameters: a frozen dataclass, validated on construction.
+
+Each field carries a one-line docstring that `tyro` shows as CLI help. The
+defaults learn CartPole-v1 with small batches (e.g. 16 envs x 16 steps per
+update); the paper's Atari settings are RMSProp (decay 0.99, eps 0.01),
+entropy 0.01, baseline cost 0.5, grad clip 40 and rewards clipped to [-1, 1].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from podrl.errors import ConfigError, is_int, require_int, require_number
+
+if TYPE_CHECKING:
+    from envs.types import EnvSpec
+    from podrl.types import Agent
+
+ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
+"""Names accepted by `ImpalaConfig.activation` (functions in `jax.nn`)."""
+OPTIMIZERS = ("adam", "rmsprop")
+"""Names accepted by `ImpalaConfig.optimizer`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ImpalaConfig:
+    """IMPALA (Espeholt et al. 2018, arXiv:1802.01561): actor-critic with V-trace off-policy correction."""
+
+    learning_rate: float = 1e-3
+    """Optimizer step size (the start value when `anneal_lr`)."""
+    anneal_lr: bool = True
+    """Decay the step size linearly to 0 over the run's optimizer steps."""
+    optimizer: str = "adam"
+    """Optimizer: adam, or rmsprop (decay 0.99, no momentum, as in the paper)."""
+    optimizer_eps: float = 1e-5
+    """Epsilon of Adam / RMSProp (the paper's RMSProp uses 0.01)."""
+    gamma: float = 0.99
+    """Discount factor, in [0, 1]."""
+    vtrace_lambda: float = 1.0
+    """V-trace lambda, in [0, 1]: scales the trace coefficients c_s."""
+    clip_rho: float = 1.0
+    """rho_bar: clips the importance weights of the V-trace value targets."""
+    clip_c: float = 1.0
+    """c_bar: clips the V-trace trace coefficients c_s."""
+    clip_pg_rho: float = 1.0
+    """rho_bar_pg: clips the importance weights of the policy-gradient advantages."""
+    value_coef: float = 0.5
+    """Weight of the baseline loss 0.5 (v_s - V(x_s))^2."""
+    entropy_coef: float = 0.01
+    """Weight of the entropy bonus."""
+    max_grad_norm: float = 0.5
+    """Clip gradients to this global norm before the optimizer (the paper uses 40 with summed losses)."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Hidden layer widths of both the actor and the critic MLP."""
+    activation: str = "tanh"
+    """Hidden activation: one of tanh, relu, gelu, silu, elu."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this before V-trace (e.g. 0.1 for Pendulum)."""
+    num_minibatches: int = 1
+    """SGD steps per update: the shard's envs are split into this many groups of whole sequences."""
+
+    def __post_init__(self) -> None:
+        require_number(self, "learning_rate", low=0.0, low_open=True)
+        if not isinstance(self.anneal_lr, bool):
+            raise ConfigError("anneal_lr", f"must be True or False, got {self.anneal_lr!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError("optimizer", f"must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        require_number(self, "optimizer_eps", low=0.0, low_open=True)
+        require_number(self, "gamma", low=0.0, high=1.0)
+        require_number(self, "vtrace_lambda", low=0.0, high=1.0)
+        for name in ("clip_rho", "clip_c", "clip_pg_rho", "max_grad_norm", "reward_scale"):
+            require_number(self, name, low=0.0, low_open=True)
+        require_number(self, "value_coef", low=0.0)
+        require_number(self, "entropy_coef", low=0.0)
+        require_int(self, "num_minibatches")
+        sizes = self.hidden_sizes
+        if not isinstance(sizes, (tuple, list)) or not all(is_int(s) and s > 0 for s in sizes):
+            raise ConfigError("hidden_sizes", f"must be a tuple of positive ints, got {sizes!r}")
+        object.__setattr__(self, "hidden_sizes", tuple(sizes))
+        if self.activation not in ACTIVATIONS:
+            raise ConfigError("activation", f"must be one of {ACTIVATIONS}, got {self.activation!r}")
+
+    def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
+        """Raises ConfigError("num_minibatches") unless it divides the shard's envs (sequences stay whole)."""
+        if envs_per_shard % self.num_minibatches != 0:
+            raise ConfigError(
+                "num_minibatches",
+                f"{self.num_minibatches} minibatches do not divide the {envs_per_shard} envs per shard "
+                f"(IMPALA splits along the env axis and keeps each {rollout_length}-step sequence whole)",
+            )
+
+    def num_optimizer_steps(self, total_updates: int) -> int:
+        """Optimizer steps in a run of `total_updates` calls to `update` (drives the lr anneal)."""
+        return total_updates * self.num_minibatches
+
+    def make_agent(self, env_spec: EnvSpec, total_updates: int) -> Agent:
+        """The IMPALA `Agent` for `env_spec`; `total_updates` sets the lr anneal horizon."""
+        from agents.impala.agent import make_agent
+
+        return make_agent(self, env_spec, total_updates)

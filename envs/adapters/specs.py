@@ -1,0 +1,274 @@
+"""The host-env contract in code: spec conversion, timestep assembly, a startup check.
+
+* `convert_observation_spec` / `convert_action_spec` turn a gymnasium space or a
+  dm_env spec into the dm_env spec of ONE env (floating observations become
+  float32; Discrete -> `DiscreteArray` int32, Box -> `BoundedArray`). Anything
+  else raises `UnsupportedSpaceError` naming the space.
+* `EpisodeTracker` builds the batched numpy `TimeStep`s every adapter returns
+  (see `envs.host`), keeping running episode returns/lengths exactly like
+  `envs.wrappers.EpisodeStats` (float32 sum, int32 count, zeroed after LAST).
+* `check_host_env` resets and steps a `HostVectorEnv` with actions sampled from
+  its action spec and raises `EnvSpecMismatchError` at the first field that
+  breaks the contract.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from dm_env import specs
+from gymnasium import spaces
+
+from envs.host import EXTRAS_KEYS, HostVectorEnv
+from envs.types import FIRST, LAST, MID, ActionSpec, ObservationSpec, TimeStep
+
+
+class UnsupportedSpaceError(TypeError):
+    """A gymnasium space or dm_env spec that podrl host envs cannot represent."""
+
+
+class EnvSpecMismatchError(ValueError):
+    """A host env broke its contract: `method` returned `got` for `field`, not `expected`."""
+
+    def __init__(self, env_name: str, method: str, field: str, expected: Any, got: Any):
+        self.method, self.field, self.expected, self.got = method, field, expected, got
+        super().__init__(f"{env_name}.{method}(): {field}: expected {expected}, got {got}")
+
+
+# ---------------------------------------------------------------- spec conversion
+
+_SUPPORTED = "Discrete (start=0) and Box"
+
+
+def _obs_dtype(dtype: Any) -> np.dtype:
+    """float32 for any floating dtype, the dtype itself otherwise (e.g. uint8 frames)."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float32) if np.issubdtype(dtype, np.floating) else dtype
+
+
+def _unsupported(role: str, space: Any, hint: str = "") -> UnsupportedSpaceError:
+    return UnsupportedSpaceError(
+        f"{role} space {space!r} ({type(space).__name__}) is not supported: host envs support "
+        f"{_SUPPORTED} gymnasium spaces and flat dm_env specs{hint}"
+    )
+
+
+def _box_spec(space: spaces.Box, name: str) -> specs.BoundedArray:
+    dtype = _obs_dtype(space.dtype)
+    with np.errstate(over="ignore"):  # float64 extremes become +-inf in float32
+        low, high = space.low.astype(dtype), space.high.astype(dtype)
+    return specs.BoundedArray(space.shape, dtype, low, high, name=name)
+
+
+def _discrete_spec(space: spaces.Discrete, role: str, name: str) -> specs.DiscreteArray:
+    if int(space.start) != 0:
+        raise _unsupported(role, space, " (Discrete must start at 0)")
+    return specs.DiscreteArray(int(space.n), dtype=np.int32, name=name)
+
+
+def convert_observation_spec(space: Any, name: str = "observation") -> ObservationSpec:
+    """dm_env spec of one observation from a gymnasium space or a dm_env spec.
+
+    Box -> BoundedArray (floating dtypes become float32), Discrete -> DiscreteArray
+    int32, a flat dm_env `Array` is passed through (floating -> float32).
+    """
+    if isinstance(space, spaces.Box):
+        return _box_spec(space, name)
+    if isinstance(space, spaces.Discrete):
+        return _discrete_spec(space, "observation", name)
+    if isinstance(space, specs.Array):
+        return space.replace(dtype=_obs_dtype(space.dtype))
+    hint = " (flatten it, e.g. gymnasium.wrappers.FlattenObservation)" if isinstance(space, spaces.Space) else ""
+    raise _unsupported("observation", space, hint)
+
+
+def convert_action_spec(space: Any, name: str = "action") -> ActionSpec:
+    """dm_env spec of one action: Discrete -> DiscreteArray int32, Box -> BoundedArray.
+
+    dm_env `DiscreteArray`/`BoundedArray` specs are passed through (floating -> float32);
+    an unbounded dm_env `Array` cannot be sampled and is rejected.
+    """
+    if isinstance(space, spaces.Discrete):
+        return _discrete_spec(space, "action", name)
+    if isinstance(space, spaces.Box):
+        return _box_spec(space, name)
+    if isinstance(space, specs.DiscreteArray):
+        return space
+    if isinstance(space, specs.BoundedArray):
+        return space.replace(dtype=_obs_dtype(space.dtype))
+    raise _unsupported("action", space, " (actions need a DiscreteArray or BoundedArray spec)")
+
+
+# ---------------------------------------------------------------- timestep assembly
+
+
+class EpisodeTracker:
+    """Running episode statistics of `num_envs` envs, and the `TimeStep`s built from them.
+
+    Mirrors `envs.wrappers.EpisodeStats` + `AutoReset`: returns are float32 sums,
+    lengths int32 counts including the current step; both restart at 0 after LAST.
+    """
+
+    def __init__(self, num_envs: int):
+        self.num_envs = num_envs
+        self.episode_return = np.zeros(num_envs, np.float32)
+        self.episode_length = np.zeros(num_envs, np.int32)
+
+    def first(self, observation: np.ndarray) -> TimeStep:
+        """FIRST timesteps for a freshly reset batch `observation` `[B, ...]`."""
+        self.episode_return[:] = 0
+        self.episode_length[:] = 0
+        b = self.num_envs
+        return TimeStep(
+            step_type=np.full(b, FIRST, np.int32),
+            reward=np.zeros(b, np.float32),
+            discount=np.ones(b, np.float32),
+            observation=observation,
+            extras=self._extras(observation, np.zeros(b, bool)),
+        )
+
+    def transition(
+        self,
+        observation: np.ndarray,
+        next_obs: np.ndarray,
+        reward: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+    ) -> TimeStep:
+        """MID/LAST timesteps of one batched step.
+
+        Args:
+          observation: `[B, ...]` the observation to act on next (already reset where an episode ended).
+          next_obs: `[B, ...]` the observation the action led to, before any reset.
+          reward: `[B]` rewards; terminated, truncated: `[B]` bool (terminated wins over truncated).
+        """
+        terminated = np.asarray(terminated, bool)
+        truncated = np.asarray(truncated, bool) & ~terminated
+        ended = terminated | truncated
+        self.episode_return = self.episode_return + np.asarray(reward).astype(np.float32)
+        self.episode_length = self.episode_length + np.int32(1)
+        step = TimeStep(
+            step_type=np.where(ended, LAST, MID).astype(np.int32),
+            reward=np.asarray(reward, np.float32),
+            discount=np.where(terminated, 0.0, 1.0).astype(np.float32),
+            observation=observation,
+            extras=self._extras(next_obs, truncated),
+        )
+        self.episode_return[ended] = 0
+        self.episode_length[ended] = 0
+        return step
+
+    def _extras(self, next_obs: np.ndarray, truncated: np.ndarray) -> dict[str, np.ndarray]:
+        return {
+            "next_obs": next_obs,
+            "truncated": truncated,
+            "episode_return": self.episode_return.copy(),
+            "episode_length": self.episode_length.copy(),
+        }
+
+
+# ---------------------------------------------------------------- startup check
+
+
+def sample_actions(spec: ActionSpec, num_envs: int, rng: np.random.Generator, step: int = 2) -> np.ndarray:
+    """`[num_envs, *spec.shape]` valid actions: the spec's minimum at step 0, maximum at 1, uniform after."""
+    shape = (num_envs, *spec.shape)
+    low = np.broadcast_to(spec.minimum, spec.shape)
+    high = np.broadcast_to(spec.maximum, spec.shape)
+    if step == 0:
+        return np.broadcast_to(low, shape).astype(spec.dtype)
+    if step == 1:
+        return np.broadcast_to(high, shape).astype(spec.dtype)
+    if np.issubdtype(spec.dtype, np.integer):
+        return rng.integers(low, high, size=shape, endpoint=True).astype(spec.dtype)
+    return rng.uniform(low, high, size=shape).astype(spec.dtype)
+
+
+class _Checker:
+    """Field checks for one env; raises EnvSpecMismatchError on the first failure."""
+
+    def __init__(self, env: HostVectorEnv):
+        self.name = type(env).__name__
+        self.b = int(env.num_envs)
+        self.obs_spec = env.observation_spec()
+
+    def fail(self, method: str, field: str, expected: Any, got: Any) -> None:
+        raise EnvSpecMismatchError(self.name, method, field, expected, got)
+
+    def array(self, method: str, field: str, x: Any, shape: tuple, dtype: Any) -> None:
+        if not isinstance(x, np.ndarray):
+            self.fail(method, f"{field} type", "numpy.ndarray", type(x).__name__)
+        if x.shape != shape:
+            self.fail(method, f"{field} shape", shape, x.shape)
+        if x.dtype != np.dtype(dtype):
+            self.fail(method, f"{field} dtype", np.dtype(dtype), x.dtype)
+
+    def timestep(self, method: str, ts: Any, step_types: tuple[int, ...]) -> None:
+        if not isinstance(ts, TimeStep):
+            self.fail(method, "return type", "envs.types.TimeStep", type(ts).__name__)
+        b, obs_shape = (self.b,), (self.b, *self.obs_spec.shape)
+        self.array(method, "observation", ts.observation, obs_shape, self.obs_spec.dtype)
+        self.array(method, "step_type", ts.step_type, b, np.int32)
+        bad = sorted(set(np.unique(ts.step_type).tolist()) - set(step_types))
+        if bad:
+            self.fail(method, "step_type", f"values in {step_types} (FIRST=0, MID=1, LAST=2)", bad)
+        self.array(method, "reward", ts.reward, b, np.float32)
+        self.array(method, "discount", ts.discount, b, np.float32)
+        self.extras(method, ts)
+
+    def extras(self, method: str, ts: TimeStep) -> None:
+        if not isinstance(ts.extras, dict):
+            self.fail(method, "extras type", "dict", type(ts.extras).__name__)
+        missing = [k for k in EXTRAS_KEYS if k not in ts.extras]
+        if missing:
+            self.fail(method, "extras keys", f"{list(EXTRAS_KEYS)} (missing {missing})", sorted(ts.extras))
+        e, b = ts.extras, (self.b,)
+        self.array(method, "extras['next_obs']", e["next_obs"], (self.b, *self.obs_spec.shape), self.obs_spec.dtype)
+        self.array(method, "extras['truncated']", e["truncated"], b, np.bool_)
+        self.array(method, "extras['episode_return']", e["episode_return"], b, np.float32)
+        self.array(method, "extras['episode_length']", e["episode_length"], b, np.int32)
+        last, truncated, discount = ts.step_type == LAST, e["truncated"], ts.discount
+        if np.any(~np.isin(discount, (0.0, 1.0))) or np.any((discount == 0) & ~(last & ~truncated)):
+            self.fail(method, "discount", "1, or 0 only where LAST and not truncated", discount)
+        if np.any(truncated & ~last):
+            self.fail(method, "extras['truncated']", "True only where step_type is LAST", truncated)
+
+
+def _check_action_spec(checker: _Checker, spec: Any) -> None:
+    if not isinstance(spec, (specs.DiscreteArray, specs.BoundedArray)):
+        checker.fail("action_spec", "type", "dm_env DiscreteArray or BoundedArray", spec)
+    if not (np.all(np.isfinite(spec.minimum)) and np.all(np.isfinite(spec.maximum))):
+        checker.fail("action_spec", "minimum/maximum", "finite bounds to sample from", spec)
+
+
+def check_host_env(env: HostVectorEnv, steps: int = 8, seed: int = 0) -> None:
+    """Startup check of a HostVectorEnv against the `envs.host` contract.
+
+    Resets with `seed`, then steps `steps` times with actions sampled from
+    `env.action_spec()` (its minimum, its maximum, then uniform), checking
+    observation shape/dtype, reward/discount shape and dtype, step types and the
+    extras keys. Raises `EnvSpecMismatchError` naming the method (reset/step),
+    the field, and expected vs got. An exception from `env.step` on sampled
+    actions is reported as an action-range mismatch. The env is left mid-run.
+    """
+    checker = _Checker(env)
+    action_spec = env.action_spec()
+    _check_action_spec(checker, action_spec)
+    ts = env.reset(seed)
+    checker.timestep("reset", ts, (FIRST,))
+    keys = set(ts.extras)
+    rng = np.random.default_rng(seed)
+    for i in range(steps):
+        actions = sample_actions(action_spec, checker.b, rng, i)
+        try:
+            ts = env.step(actions)
+        except Exception as e:  # noqa: BLE001 - reported with the actions that caused it
+            raise EnvSpecMismatchError(
+                checker.name, "step", "action",
+                f"every action within action_spec {action_spec} accepted",
+                f"{type(e).__name__}: {e} for actions {actions.tolist()}",
+            ) from e
+        checker.timestep("step", ts, (MID, LAST))
+        if set(ts.extras) != keys:
+            checker.fail("step", "extras keys", f"the reset's keys {sorted(keys)}", sorted(ts.extras))
