@@ -29,6 +29,7 @@ from jax.sharding import Mesh, PartitionSpec as P
 from envs.types import JaxEnv
 from envs.wrappers import wrap_for_training
 from podrl.config import AnakinConfig
+from podrl.errors import NonFiniteError, check_finite  # noqa: F401  (NonFiniteError re-exported)
 from podrl.evaluation import evaluate_greedy
 from podrl.parallel import DATA_AXIS, sum_across_learners
 from podrl.rollout import ActingState, EpisodeTotals, reset_batch, rollout, update_keys
@@ -185,10 +186,6 @@ def summarize_call(metrics: CallMetrics) -> dict[str, Any]:
     return out
 
 
-class NonFiniteError(FloatingPointError):
-    """A loss or metric became NaN/Inf; training stopped."""
-
-
 class AnakinResult(NamedTuple):
     state: AnakinState
     history: list[dict[str, Any]]  # one record per call (and per evaluation)
@@ -196,16 +193,6 @@ class AnakinResult(NamedTuple):
     compile_seconds: float
     steps_per_second: float  # env steps per second over all seeds, training calls only
     run_dir: str | None
-
-
-def check_finite(summary: dict[str, Any], first_update: int, last_update: int) -> None:
-    """Raises NonFiniteError naming the metric and update range if a train metric is NaN/Inf."""
-    for name, value in summary.items():
-        if name.startswith("train/") and not np.all(np.isfinite(value)):
-            raise NonFiniteError(
-                f"{name} became {value} during updates {first_update}..{last_update - 1}; "
-                "stopping (lower the learning rate or check the env's rewards/observations)"
-            )
 
 
 def train_anakin(

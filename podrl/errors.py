@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import Any
+
+import numpy as np
 
 
 class ConfigError(ValueError):
@@ -36,3 +39,17 @@ def require_number(config: object, name: str, low: float, high: float = math.inf
         lower = "(" if low_open else "["
         upper = "]" if math.isfinite(high) else ")"
         raise ConfigError(name, f"must be a finite number in {lower}{low}, {high}{upper}, got {value!r}")
+
+
+class NonFiniteError(FloatingPointError):
+    """A loss or metric became NaN/Inf; training stopped."""
+
+
+def check_finite(metrics: dict[str, Any], first_update: int, last_update: int) -> None:
+    """Raises NonFiniteError naming the metric and update range if a `train/` metric is NaN/Inf."""
+    for name, value in metrics.items():
+        if name.startswith("train/") and not np.all(np.isfinite(value)):
+            raise NonFiniteError(
+                f"{name} became {value} during updates {first_update}..{last_update - 1}; "
+                "stopping (lower the learning rate or check the env's rewards/observations)"
+            )

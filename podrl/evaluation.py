@@ -51,3 +51,28 @@ def evaluate_greedy(agent: Agent, env: JaxEnv, params: Params, keys: PRNGKey, ma
     carry = vary_like(carry, jax.random.key_data(keys))
     carry = jax.lax.while_loop(cond, body, carry)
     return EvalResult(returns=carry[5], lengths=carry[6], finished=carry[4])
+
+
+def evaluate_host_greedy(agent: Agent, params: Params, env, seed: int, max_steps: int) -> EvalResult:
+    """One greedy episode per env of a `HostVectorEnv` (numpy); the first episode of each env counts.
+
+    `params` should live on the device that runs the policy.
+    """
+    import numpy as np
+
+    act = jax.jit(agent.act_greedy)
+    timestep = env.reset(seed)
+    num = env.num_envs
+    actor_state = agent.init_actor_state(num)
+    returns, lengths = np.zeros(num, np.float32), np.zeros(num, np.int32)
+    done = np.zeros(num, np.bool_)
+    for _ in range(max_steps):
+        action, actor_state = act(params, actor_state, timestep.observation)
+        timestep = env.step(np.asarray(action))
+        live = ~done
+        returns = np.where(live, timestep.extras["episode_return"], returns)
+        lengths = np.where(live, timestep.extras["episode_length"], lengths)
+        done |= np.asarray(timestep.step_type) == 2
+        if done.all():
+            break
+    return EvalResult(returns=returns, lengths=lengths, finished=done)

@@ -3,7 +3,7 @@
 Rows (each measured in its own subprocess, so each gets its own JAX device count):
   a_reference   PPO on CartPole-v1, 4 envs x 128 steps, 4 epochs x 4 minibatches,
                 500k steps (AnakinConfig + PPOConfig defaults, eval_every=0).
-  b_throughput  the same PPO with 2048 envs x 16 steps (--throughput-steps, default 2M).
+  b_throughput  the same PPO with 2048 envs x 16 steps (--throughput-steps, default 4M).
   c_env_only    the ceiling: the same JAX CartPole (wrap_for_training) with random
                 actions and no network, vmapped over 4 and 2048 envs, `lax.scan` over
                 time inside one jit(shard_map(...)) over `podrl.mesh.data_mesh`.
@@ -56,7 +56,8 @@ class Measurement:
     name: str  # a_reference | b_throughput | c_env_only
     devices: int
     num_envs: int
-    rollout_length: int  # steps per env between updates (env-only: per scan chunk / 32)
+    rollout_length: int  # steps per env between updates; env-only: a compiled chunk scans
+    # updates_per_call * rollout_length steps, as many as one training call
     total_steps: int
     updates_per_call: int = 32
     min_seconds: float = 0.0  # env-only: keep stepping at least this long
@@ -213,12 +214,12 @@ def run_once(m: Measurement, timeout: float) -> dict[str, Any]:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=child_env())
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f}s", "wall_seconds": time.perf_counter() - start}
-    wall = time.perf_counter() - start
+    info = {"wall_seconds": time.perf_counter() - start, "load_1m": os.getloadavg()[0]}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_PREFIX):
-            return {**json.loads(line[len(RESULT_PREFIX):]), "wall_seconds": wall}
+            return {**json.loads(line[len(RESULT_PREFIX):]), **info}
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
-    return {"error": f"exit code {proc.returncode}: " + "\n".join(tail), "wall_seconds": wall}
+    return {"error": f"exit code {proc.returncode}: " + "\n".join(tail), **info}
 
 
 def describe(m: Measurement) -> dict[str, Any]:
@@ -231,9 +232,8 @@ def describe(m: Measurement) -> dict[str, Any]:
             "min_total_steps": m.total_steps, "min_seconds": m.min_seconds}
 
 
-def measure(m: Measurement, repeats: int, timeout: float) -> dict[str, Any]:
-    """Runs `m` `repeats` times; the row holds the medians and every raw run."""
-    runs = [run_once(m, timeout) for _ in range(repeats)]
+def summarize(m: Measurement, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row: the medians over `runs` of `m`, with every raw run kept."""
     ok = [r for r in runs if "error" not in r]
     row = {
         "name": m.name, "config": describe(m), "devices": m.devices,
@@ -245,6 +245,26 @@ def measure(m: Measurement, repeats: int, timeout: float) -> dict[str, Any]:
     if not ok:
         row["error"] = runs[-1]["error"]
     return row
+
+
+def measure_all(plan_: list[Measurement], repeats: int, timeout: float) -> list[dict[str, Any]]:
+    """Runs every measurement `repeats` times, interleaved (rows inner, repeats outer),
+    so a burst of load from other processes does not land on all runs of one row."""
+    runs: list[list[dict[str, Any]]] = [[] for _ in plan_]
+    for repeat in range(repeats):
+        for m, row_runs in zip(plan_, runs):
+            row_runs.append(run_once(m, timeout))
+            print(f"[{repeat + 1}/{repeats}] {m.name:13s} devices={m.devices} envs={m.num_envs:5d}: "
+                  f"{run_status(row_runs[-1])}", file=sys.stderr, flush=True)
+    return [summarize(m, row_runs) for m, row_runs in zip(plan_, runs)]
+
+
+def run_status(run: dict[str, Any]) -> str:
+    """A one-line account of one run, for the progress log."""
+    if "error" in run:
+        return "FAILED: " + run["error"].splitlines()[0]
+    return (f"{run['steps_per_second']:,.0f} steps/s, compile {run['compile_seconds']:.2f} s, "
+            f"wall {run['wall_seconds']:.1f} s, load {run['load_1m']:.1f}")
 
 
 def add_ratios(rows: list[dict[str, Any]]) -> None:
@@ -293,7 +313,9 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
             "" if r["name"] in TRAIN_ROWS else _fmt(ratio, ".1%"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n\n" + CAPTION
+    loads = [run["load_1m"] for r in rows for run in r["runs"]]
+    load_note = f" Host load (1-min average) after each run: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs."
+    return "\n".join(lines) + "\n\n" + CAPTION + load_note
 
 
 def document(rows: list[dict[str, Any]], args: argparse.Namespace, wall_seconds: float) -> dict[str, Any]:
@@ -309,6 +331,7 @@ def document(rows: list[dict[str, Any]], args: argparse.Namespace, wall_seconds:
         "repeats": args.repeats,
         "reference_steps_per_second": REFERENCE_SPS,
         "wall_seconds": wall_seconds,
+        "load_average_at_end": list(os.getloadavg()),
         "rows": rows,
     }
 
@@ -317,7 +340,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--devices", type=int, nargs="+", default=[1, 2], help="device counts to run each row on")
     parser.add_argument("--repeats", type=int, default=1, help="runs per row; the median is reported")
-    parser.add_argument("--throughput-steps", type=int, default=2_000_000, help="total env steps of row (b)")
+    parser.add_argument("--throughput-steps", type=int, default=4_000_000, help="total env steps of row (b)")
     parser.add_argument("--env-min-seconds", type=float, default=1.0, help="env-only rows step at least this long")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per subprocess")
     parser.add_argument("--quick", action="store_true", help="tiny step counts (smoke test, numbers meaningless)")
@@ -333,13 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
         return run_child(args.child)
-    start, rows = time.perf_counter(), []
-    for m in plan(args):
-        rows.append(measure(m, args.repeats, args.timeout))
-        r = rows[-1]
-        status = r.get("error", "").splitlines()[0] if "error" in r else (
-            f"{_fmt(r['steps_per_second'], ',.0f')} steps/s, compile {_fmt(r['compile_seconds'], '.2f')} s")
-        print(f"{m.name:13s} devices={m.devices} envs={m.num_envs:5d}: {status}", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    rows = measure_all(plan(args), args.repeats, args.timeout)
     add_ratios(rows)
     wall = time.perf_counter() - start
     print(markdown_table(rows), flush=True)

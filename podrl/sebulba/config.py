@@ -1,0 +1,117 @@
+"""The frozen, validated Sebulba run config (one-line doc per field for tyro)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from podrl.config import LoggingConfig
+from podrl.errors import ConfigError, is_int, require_int, require_number
+from podrl.types import AgentConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class SebulbaConfig:
+    """Sebulba: actor threads step host envs and infer on actor devices; learner devices update."""
+
+    env: str = "CartPole-v1"
+    """Host env: a gymnasium id, 'jax:<id>', 'dm_env:module:factory', 'ale:Pong', 'envpool:<id>', or 'module:factory'."""
+    seed: int = 0
+    """Seed of params, envs and actor/learner keys."""
+    total_steps: int = 500_000
+    """Environment steps over all actors; rounded down to whole updates."""
+    actor_devices: tuple[int, ...] = (0,)
+    """Indices (into the local devices) of the devices that run policy inference."""
+    learner_devices: tuple[int, ...] | None = None
+    """Indices of the learner devices; None = every local device not acting (the actor device if it is the only one)."""
+    threads_per_actor_device: int = 1
+    """Actor threads per actor device, each with its own envs, queue and PRNG key."""
+    envs_per_thread: int = 8
+    """Environments stepped together by one actor thread."""
+    rollout_length: int = 64
+    """Steps per environment in one rollout (one rollout per thread per update)."""
+    lag: str = "0"
+    """Staleness: '0' synchronous, 'N' fixed N-version policy lag (Cleanba uses 1), 'async' latest params."""
+    queue_size: int = 1
+    """Rollouts each actor thread may have waiting for the learner (bounds async lag to queue_size + 1)."""
+    vectorization: str = "sync"
+    """How gymnasium envs of one thread are vectorised: 'sync' (in the thread) or 'async' (worker processes, spawn)."""
+    timeout_s: float = 60.0
+    """Any blocking wait (queue, params, env step observed by the learner) longer than this stops the run."""
+    eval_every: int = 0
+    """Evaluate the greedy policy every this many updates (and after the last); 0 = only at the end."""
+    eval_episodes: int = 16
+    """Greedy episodes per evaluation (on a separate host env batch)."""
+    eval_max_steps: int = 10_000
+    """Step bound of one evaluation episode."""
+    log_every: int = 10
+    """Log metrics every this many updates."""
+    logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
+    """Logging settings."""
+
+    def __post_init__(self):
+        require_int(self, "total_steps", "threads_per_actor_device", "envs_per_thread", "rollout_length",
+                    "queue_size", "eval_episodes", "eval_max_steps", "log_every")
+        require_int(self, "seed", "eval_every", minimum=0)
+        require_number(self, "timeout_s", low=0.0, low_open=True)
+        _check_indices("actor_devices", self.actor_devices, allow_empty=False)
+        if self.learner_devices is not None:
+            _check_indices("learner_devices", self.learner_devices, allow_empty=False)
+        if self.lag != "async" and not (self.lag.isdigit() and int(self.lag) >= 0):
+            raise ConfigError("lag", f"must be a non-negative integer ('0', '1', ...) or 'async', got {self.lag!r}")
+        if self.vectorization not in ("sync", "async"):
+            raise ConfigError("vectorization", f"must be 'sync' or 'async', got {self.vectorization!r}")
+        if not isinstance(self.env, str) or not self.env:
+            raise ConfigError("env", f"must be a non-empty env name, got {self.env!r}")
+        if self.total_steps < self.steps_per_update:
+            raise ConfigError("total_steps", f"{self.total_steps} is less than one update ({self.steps_per_update} steps)")
+
+    @property
+    def num_threads(self) -> int:
+        return len(self.actor_devices) * self.threads_per_actor_device
+
+    @property
+    def steps_per_update(self) -> int:
+        """Env steps consumed by one update: one rollout from every actor thread."""
+        return self.num_threads * self.envs_per_thread * self.rollout_length
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_steps // self.steps_per_update
+
+    @property
+    def fixed_lag(self) -> int | None:
+        """The fixed policy lag, or None in async mode."""
+        return None if self.lag == "async" else int(self.lag)
+
+    def resolve_learner_devices(self, num_local: int) -> tuple[int, ...]:
+        """Learner device indices after defaults; checks the split against the local devices."""
+        for name, indices in (("actor_devices", self.actor_devices), ("learner_devices", self.learner_devices or ())):
+            bad = [i for i in indices if i >= num_local]
+            if bad:
+                raise ConfigError(name, f"device index {bad[0]} does not exist: this process has {num_local} "
+                                        f"local device(s) (on CPU: XLA_FLAGS=--xla_force_host_platform_device_count=N)")
+        if self.learner_devices is not None:
+            learners = self.learner_devices
+        else:
+            learners = tuple(i for i in range(num_local) if i not in self.actor_devices) or self.actor_devices
+        shared = set(learners) & set(self.actor_devices)
+        if shared and num_local > 1:
+            raise ConfigError("learner_devices", f"device(s) {sorted(shared)} both act and learn; with "
+                              f"{num_local} local devices keep actors and learners disjoint")
+        return learners
+
+    def check_layout(self, num_local: int, agent_config: AgentConfig) -> tuple[int, ...]:
+        """All checks that need the device count, before anything compiles; returns learner indices."""
+        learners = self.resolve_learner_devices(num_local)
+        if self.envs_per_thread % len(learners):
+            raise ConfigError("envs_per_thread", f"{self.envs_per_thread} envs of a thread cannot be split evenly "
+                                                 f"over {len(learners)} learner devices")
+        agent_config.check_batch(self.rollout_length, self.num_threads * self.envs_per_thread // len(learners))
+        return learners
+
+
+def _check_indices(name: str, value: object, allow_empty: bool) -> None:
+    ok = isinstance(value, (tuple, list)) and all(is_int(i) and i >= 0 for i in value)
+    ok = ok and (allow_empty or len(value) > 0) and len(set(value)) == len(value)
+    if not ok:
+        raise ConfigError(name, f"must be a non-empty tuple of distinct device indices >= 0, got {value!r}")

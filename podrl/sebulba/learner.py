@@ -1,0 +1,50 @@
+"""The Sebulba learner step: `jax.jit(jax.shard_map(agent.update))` over the learner mesh.
+
+It calls the very same `Agent.update` as Anakin. The rollouts of all actor
+threads arrive already split along the batch axis over the learner devices; each
+shard concatenates its local pieces (no cross-device traffic) and updates on
+them, gradients averaged by the agent through `podrl.parallel`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh, PartitionSpec as P
+
+from podrl.parallel import DATA_AXIS
+from podrl.rollout import update_keys
+from podrl.types import Agent, Trajectory
+
+TRAJECTORY_SPEC = Trajectory(
+    observation=P(None, DATA_AXIS), action=P(None, DATA_AXIS), reward=P(None, DATA_AXIS),
+    discount=P(None, DATA_AXIS), truncated=P(None, DATA_AXIS), next_observation=P(None, DATA_AXIS),
+    agent_extras=P(None, DATA_AXIS), actor_state=P(DATA_AXIS),
+)
+
+
+def concat_batches(pieces: list[Trajectory]) -> Trajectory:
+    """Joins `[T, B_i]` trajectories along the batch axis (actor state along its axis 0)."""
+    if len(pieces) == 1:
+        return pieces[0]
+    time_major = [jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1), *[p._replace(actor_state=()) for p in pieces])]
+    actor_state = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *[p.actor_state for p in pieces])
+    return time_major[0]._replace(actor_state=actor_state)
+
+
+def make_learner_step(agent: Agent, mesh: Mesh, num_pieces: int) -> Callable:
+    """`step(train_state, shard_keys [D], index, *pieces) -> (train_state, metrics)`, jitted.
+
+    `shard_keys[d]` is learner shard d's base key; update `index` uses the update
+    half of `update_keys(shard_keys[d], index)` (as Anakin's shard d does).
+    """
+
+    def shard_step(train_state, shard_keys, index, *pieces):
+        _, update_key = update_keys(shard_keys[0], index)
+        return agent.update(train_state, concat_batches(list(pieces)), update_key)
+
+    in_specs = (P(), P(DATA_AXIS), P()) + (TRAJECTORY_SPEC,) * num_pieces
+    mapped = jax.shard_map(shard_step, mesh=mesh, in_specs=in_specs, out_specs=(P(), P()))
+    return jax.jit(mapped)
