@@ -40,7 +40,7 @@ class SebulbaConfig:
     eval_every: int = 0
     """Evaluate the greedy policy every this many updates (and after the last); 0 = only at the end."""
     eval_episodes: int = 16
-    """Greedy episodes per evaluation (on a separate host env batch)."""
+    """Greedy episodes per evaluation (on a separate host env batch); 0 disables evaluation."""
     eval_max_steps: int = 10_000
     """Step bound of one evaluation episode."""
     log_every: int = 10
@@ -50,8 +50,8 @@ class SebulbaConfig:
 
     def __post_init__(self):
         require_int(self, "total_steps", "threads_per_actor_device", "envs_per_thread", "rollout_length",
-                    "queue_size", "eval_episodes", "eval_max_steps", "log_every")
-        require_int(self, "seed", "eval_every", minimum=0)
+                    "queue_size", "eval_max_steps", "log_every")
+        require_int(self, "seed", "eval_every", "eval_episodes", minimum=0)
         require_number(self, "timeout_s", low=0.0, low_open=True)
         _check_indices("actor_devices", self.actor_devices, allow_empty=False)
         if self.learner_devices is not None:

@@ -100,7 +100,8 @@ def _run(config: SebulbaConfig, setup: ActorSetup, logger) -> SebulbaResult:
         stats.add(rollouts, metrics, lags[i], queue_wait=t1 - t0, learner=t2 - t1)
         if (i + 1) % config.log_every == 0 or i + 1 == config.num_updates:
             record = stats.flush(env_steps, time.perf_counter() - train_start)
-            if (config.eval_every and (i + 1) % config.eval_every == 0) or i + 1 == config.num_updates:
+            due = (config.eval_every and (i + 1) % config.eval_every == 0) or i + 1 == config.num_updates
+            if due and config.eval_episodes:
                 record["eval_return"] = setup.evaluate(train_state.params)
             logger.log(env_steps, record)
             history.append({"step": env_steps, "updates": i + 1, **record})

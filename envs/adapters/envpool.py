@@ -1,0 +1,60 @@
+"""EnvPool host envs: optional, `pip install 'podrl[envpool]'` (envpool).
+
+EnvPool (>= 1.0 here; tested with 1.2.5 on Python 3.11) builds a batched
+gymnasium `VectorEnv` in C++ with NEXT_STEP autoreset and `reset_mask`
+support, so `GymnasiumVectorEnv` drives it: ended envs are reset by mask in the
+same adapter step. EnvPool fixes its seed at construction (`reset(seed=...)`
+is ignored by envpool), so `EnvpoolVectorEnv.reset(seed)` rebuilds the pool
+whenever it needs a new or repeated seed. Only the synchronous mode is
+supported (`batch_size` equal to `num_envs`, the default).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from envs.adapters.gymnasium import GymnasiumVectorEnv
+from envs.registry import UnknownEnvError
+
+INSTALL_HINT = "EnvPool environments need envpool: pip install 'podrl[envpool]' (or pip install envpool)"
+
+
+def import_envpool() -> ModuleType:
+    """`envpool`, or an ImportError naming the pip extra."""
+    try:
+        import envpool
+    except ImportError as e:
+        raise ImportError(f"{INSTALL_HINT} ({e})") from e
+    return envpool
+
+
+class EnvpoolVectorEnv(GymnasiumVectorEnv):
+    """An envpool task (e.g. "Pong-v5", "CartPole-v1") as a HostVectorEnv.
+
+    Args:
+      task_id: an id from `envpool.list_all_envs()`.
+      num_envs: batch size B.
+      seed: the seed the pool is built with (`reset(seed)` rebuilds it for another seed).
+      **kwargs: passed to `envpool.make` (e.g. `episodic_life`, `reward_clip`).
+    """
+
+    def __init__(self, task_id: str, num_envs: int, seed: int = 0, **kwargs: Any):
+        self._envpool = import_envpool()
+        if task_id not in self._envpool.list_all_envs():
+            raise UnknownEnvError(f"envpool has no task {task_id!r}; see envpool.list_all_envs()")
+        if kwargs.get("batch_size", num_envs) != num_envs:
+            raise ValueError("only synchronous envpool (batch_size == num_envs) is supported")
+        self.task_id, self._make_kwargs = task_id, kwargs
+        self._seed, self._fresh = seed, True
+        super().__init__(self._make(num_envs, seed))
+
+    def _make(self, num_envs: int, seed: int):
+        return self._envpool.make(self.task_id, env_type="gymnasium", num_envs=num_envs, seed=seed, **self._make_kwargs)
+
+    def _reset_env(self, seed: int | None):
+        if seed is not None and (seed != self._seed or not self._fresh):
+            self.env.close()
+            self.env, self._seed = self._make(self.num_envs, seed), seed
+        self._fresh = False
+        return self.env.reset()

@@ -1,0 +1,230 @@
+"""`GymnasiumVectorEnv`: gymnasium envs as a podrl `HostVectorEnv` (see `envs.host`).
+
+Wraps (a) a gymnasium id, (b) a factory of single `gymnasium.Env`s, vectorised
+"sync" (`SyncVectorEnv`) or "async" (`AsyncVectorEnv` in a *spawn* or
+*forkserver* context: forking a process after JAX has started deadlocks), or
+(c) a user's `gymnasium.vector.VectorEnv`, in any of gymnasium's autoreset modes
+(read from `env.metadata["autoreset_mode"]`):
+
+* SAME_STEP: the env resets inside `step`; the final observation is taken from
+  `infos["final_obs"]` (an object array with `None` rows, or a stacked array).
+* NEXT_STEP / DISABLED: after a step in which some envs ended, the adapter calls
+  `env.reset(options={"reset_mask": ended})` right away, so the reset happens in
+  the same adapter step. NEXT_STEP's junk "reset transition" (reward 0, action
+  ignored) therefore never happens and never reaches the learner.
+
+Shapes: `B = num_envs`; actions `[B, *action_shape]`; every returned array is
+`[B]`-leading numpy (observation `[B, *obs_shape]`, floating obs as float32).
+`terminated` wins over `truncated` when an env reports both.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import gymnasium
+import numpy as np
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+
+from envs.adapters.specs import EpisodeTracker, convert_action_spec, convert_observation_spec
+from envs.types import ActionSpec, ObservationSpec, TimeStep
+
+SAFE_CONTEXTS = ("spawn", "forkserver")
+"""multiprocessing start methods that are safe once JAX is running (fork is not)."""
+
+
+class ResetMaskError(RuntimeError):
+    """A NEXT_STEP/DISABLED VectorEnv cannot reset a subset of its envs via `reset_mask`."""
+
+
+def _autoreset_mode(env: VectorEnv) -> AutoresetMode:
+    mode = getattr(env, "metadata", {}).get("autoreset_mode")
+    if mode is None:
+        raise ValueError(
+            f"{type(env).__name__}.metadata has no 'autoreset_mode': set it to a "
+            "gymnasium.vector.AutoresetMode (SAME_STEP, NEXT_STEP or DISABLED) so podrl "
+            "knows how its episodes restart"
+        )
+    return mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
+
+
+def _check_known_bugs(env: VectorEnv, mode: AutoresetMode) -> None:
+    # gymnasium 1.x AsyncVectorEnv without shared memory does not clear a worker's
+    # NEXT_STEP autoreset flag on reset(), so our masked reset would be followed by a
+    # second (junk) reset on the next step.
+    if isinstance(env, AsyncVectorEnv) and not env.shared_memory and mode == AutoresetMode.NEXT_STEP:
+        raise ValueError(
+            "AsyncVectorEnv(shared_memory=False) with autoreset_mode=NEXT_STEP repeats resets "
+            "(the worker keeps its autoreset flag after reset(options={'reset_mask': ...})); "
+            "use shared_memory=True or autoreset_mode=SAME_STEP"
+        )
+
+
+def build_vector_env(
+    env: str | Callable[[], gymnasium.Env],
+    num_envs: int,
+    vectorization: str = "sync",
+    autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
+    context: str = "spawn",
+    **make_kwargs: Any,
+) -> VectorEnv:
+    """A gymnasium VectorEnv of `num_envs` copies of a gymnasium id or single-env factory.
+
+    `make_kwargs` go to `gymnasium.make` (ids only). "async" runs each env in a
+    subprocess started with `context` ("spawn" or "forkserver"); the factory is
+    sent with cloudpickle, so lambdas work, but classes must be importable.
+    """
+    if isinstance(env, str):
+        factory = functools.partial(gymnasium.make, env, **make_kwargs)
+    elif callable(env) and not make_kwargs:
+        factory = env
+    else:
+        raise TypeError(
+            f"expected a gymnasium id or a callable returning a gymnasium.Env (without make "
+            f"kwargs), got {env!r} with kwargs {sorted(make_kwargs)}"
+        )
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be positive, got {num_envs}")
+    mode = AutoresetMode(autoreset_mode)
+    fns = [factory] * num_envs
+    if vectorization == "sync":
+        return SyncVectorEnv(fns, autoreset_mode=mode)
+    if vectorization == "async":
+        if context not in SAFE_CONTEXTS:
+            raise ValueError(f"async context must be one of {SAFE_CONTEXTS} (fork deadlocks under JAX), got {context!r}")
+        return AsyncVectorEnv(fns, context=context, autoreset_mode=mode)
+    raise ValueError(f"vectorization must be 'sync' or 'async', got {vectorization!r}")
+
+
+class GymnasiumVectorEnv:
+    """A gymnasium vector env behind the `HostVectorEnv` contract (module docstring).
+
+    Args:
+      env: a gymnasium id, a callable returning a `gymnasium.Env`, or a
+        `gymnasium.vector.VectorEnv` (used as is; its autoreset mode is honoured).
+      num_envs: number of envs to build (ignored-but-checked for a VectorEnv).
+      vectorization: "sync" or "async" when building from an id or factory.
+      autoreset_mode: the mode to build with (SAME_STEP is the cheapest here).
+      context: multiprocessing start method for "async": "spawn" or "forkserver".
+      **make_kwargs: passed to `gymnasium.make` for an id.
+
+    Attributes:
+      env: the wrapped VectorEnv; infos: the infos of its latest step/reset.
+    """
+
+    def __init__(
+        self,
+        env: str | Callable[[], gymnasium.Env] | VectorEnv,
+        num_envs: int | None = None,
+        *,
+        vectorization: str = "sync",
+        autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
+        context: str = "spawn",
+        **make_kwargs: Any,
+    ):
+        if isinstance(env, VectorEnv):
+            if num_envs is not None and num_envs != env.num_envs:
+                raise ValueError(f"num_envs={num_envs} but the VectorEnv has {env.num_envs} envs")
+            self.env = env
+        else:
+            if num_envs is None:
+                raise ValueError("num_envs is required when building from an id or factory")
+            self.env = build_vector_env(env, num_envs, vectorization, autoreset_mode, context, **make_kwargs)
+        self.num_envs = int(self.env.num_envs)
+        self.autoreset_mode = _autoreset_mode(self.env)
+        _check_known_bugs(self.env, self.autoreset_mode)
+        self._observation_spec = convert_observation_spec(self.env.single_observation_space)
+        self._action_spec = convert_action_spec(self.env.single_action_space)
+        self._action_dtype = self.env.single_action_space.dtype
+        self._tracker = EpisodeTracker(self.num_envs)
+        self.infos: dict[str, Any] = {}
+
+    def observation_spec(self) -> ObservationSpec:
+        return self._observation_spec
+
+    def action_spec(self) -> ActionSpec:
+        return self._action_spec
+
+    def reset(self, seed: int) -> TimeStep:
+        """Resets every env (env i seeded with `seed + i` by gymnasium); FIRST timesteps."""
+        obs, self.infos = self._reset_env(seed)
+        return self._tracker.first(self._rows(self._obs(obs), self.infos))
+
+    def step(self, actions: np.ndarray) -> TimeStep:
+        """Steps every env with `actions` `[B, ...]`; ended envs are already reset."""
+        actions = np.asarray(actions).astype(self._action_dtype, copy=False)
+        obs, reward, terminated, truncated, self.infos = self.env.step(actions)
+        obs, reward, terminated, truncated = (
+            self._rows(np.asarray(x), self.infos) for x in (self._obs(obs), reward, terminated, truncated)
+        )
+        terminated, truncated = terminated.astype(bool), truncated.astype(bool)
+        ended = terminated | truncated
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            next_obs = self._final_obs(obs, ended)
+        else:
+            next_obs, obs = obs, (self._reset_ended(obs, ended) if ended.any() else obs)
+        return self._tracker.transition(obs, next_obs, reward, terminated, truncated)
+
+    def close(self) -> None:
+        self.env.close()
+
+    # ---- internals ----
+
+    def _reset_env(self, seed: int | None) -> tuple[Any, dict]:
+        """Full reset of the wrapped env; subclasses with other seeding override it."""
+        return self.env.reset(seed=seed)
+
+    def _obs(self, obs: Any) -> np.ndarray:
+        """A fresh `[B, *obs_shape]` array of the spec dtype (never the env's own buffer)."""
+        return np.array(obs, dtype=self._observation_spec.dtype, copy=True)
+
+    def _rows(self, x: np.ndarray, infos: dict) -> np.ndarray:
+        """`x` ordered by env index (batched backends such as envpool report `infos['env_id']`)."""
+        if x.shape[:1] != (self.num_envs,):
+            raise ValueError(f"{type(self.env).__name__} returned a batch of {x.shape[:1]}, expected ({self.num_envs},)")
+        ids = infos.get("env_id") if isinstance(infos, dict) else None
+        if ids is None or np.array_equal(ids, np.arange(self.num_envs)):
+            return x
+        return x[np.argsort(ids)]
+
+    def _final_obs(self, obs: np.ndarray, ended: np.ndarray) -> np.ndarray:
+        if not ended.any():
+            return obs
+        final = self.infos.get("final_obs")
+        if final is None:
+            raise RuntimeError(f"{type(self.env).__name__} (SAME_STEP) ended envs without infos['final_obs']")
+        final = self._rows(np.asarray(final), self.infos)  # object array with None rows, or stacked
+        next_obs = obs.copy()
+        for i in np.flatnonzero(ended):
+            next_obs[i] = final[i]
+        return next_obs
+
+    def _reset_ended(self, obs: np.ndarray, ended: np.ndarray) -> np.ndarray:
+        """`obs` with the rows of `ended` envs replaced by their reset observations."""
+        name, mode = type(self.env).__name__, self.autoreset_mode.name
+        try:
+            reset_obs, infos = self.env.reset(options={"reset_mask": ended.copy()})
+        except Exception as e:  # noqa: BLE001 - re-raised with what the adapter needs
+            raise ResetMaskError(
+                f"{name} runs in autoreset mode {mode}, so podrl resets ended envs with "
+                f"env.reset(options={{'reset_mask': mask}}), which raised {type(e).__name__}: {e}. "
+                "Support reset_mask (gymnasium >= 1.1 vector envs do) or use AutoresetMode.SAME_STEP"
+            ) from e
+        reset_obs = self._obs(reset_obs)
+        ids = infos.get("env_id") if isinstance(infos, dict) else None
+        if ids is not None and len(ids) == len(reset_obs):
+            rows = np.asarray(ids)
+        elif len(reset_obs) == self.num_envs:
+            rows = np.arange(self.num_envs)
+        elif len(reset_obs) == ended.sum():
+            rows = np.flatnonzero(ended)
+        else:
+            raise ResetMaskError(f"{name}.reset(reset_mask) returned {len(reset_obs)} rows for {ended.sum()} envs")
+        selected = ended[rows]
+        kept = rows[~selected]
+        if not np.array_equal(reset_obs[~selected], obs[kept], equal_nan=np.issubdtype(obs.dtype, np.floating)):
+            raise ResetMaskError(f"{name}.reset(options={{'reset_mask': ...}}) changed envs outside the mask: it ignores reset_mask")
+        obs = obs.copy()
+        obs[rows[selected]] = reset_obs[selected]
+        return obs

@@ -1,0 +1,198 @@
+"""The Sebulba layout: parity with Anakin, learning, staleness, failures, clean shutdown."""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+
+import jax
+import numpy as np
+import pytest
+
+import envs
+from agents.ppo import PPOConfig
+from envs.adapters.jax_host import JaxHostVectorEnv
+from envs.registry import make
+from podrl.anakin import train_anakin
+from podrl.config import AnakinConfig, LoggingConfig
+from podrl.errors import ConfigError, NonFiniteError
+from podrl.sebulba import SebulbaConfig, train_sebulba
+
+QUIET = LoggingConfig(run_dir=None, console=False)
+
+
+def sebulba_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("sebulba-actor")]
+
+
+def tiny(**overrides) -> SebulbaConfig:
+    base = dict(env="jax:MatchSign-v0", envs_per_thread=4, rollout_length=8, total_steps=4 * 8 * 6,
+                actor_devices=(0,), learner_devices=(1, 2), log_every=2, timeout_s=20.0, logging=QUIET)
+    base.update(overrides)
+    if "total_steps" not in overrides:
+        threads = len(base["actor_devices"]) * base.get("threads_per_actor_device", 1)
+        base["total_steps"] = threads * base["envs_per_thread"] * base["rollout_length"] * 6
+    return SebulbaConfig(**base)
+
+
+@pytest.mark.timeout(300)
+def test_parity_with_anakin_same_seed(cpu_devices):
+    """lag=0, one actor thread, JAX CartPole through the host adapter, one learner device:
+    the same agent code gives the same parameters as Anakin on one device.
+
+    Not bit-identical: Anakin fuses acting into one scanned XLA program while Sebulba
+    runs `act` as its own jitted call, so the stored values differ in the last float
+    bits; the actions (discrete) and episodes are identical. Bound: 1e-6.
+    """
+    T, B, U = 16, 8, 5
+    anakin = train_anakin(AnakinConfig(env="CartPole-v1", num_envs=B, rollout_length=T, total_steps=T * B * U,
+                                       num_devices=1, updates_per_call=U, eval_every=0, logging=QUIET), PPOConfig())
+    sebulba = train_sebulba(SebulbaConfig(env="jax:CartPole-v1", envs_per_thread=B, rollout_length=T,
+                                          total_steps=T * B * U, actor_devices=(0,), learner_devices=(1,),
+                                          lag="0", logging=QUIET), PPOConfig())
+    a_leaves = jax.tree.leaves(anakin.state.train_state.params)
+    s_leaves = jax.tree.leaves(sebulba.train_state.params)
+    assert int(np.asarray(sebulba.train_state.update_step)) == U
+    diffs = [float(np.max(np.abs(np.asarray(a)[0] - np.asarray(s)))) for a, s in zip(a_leaves, s_leaves)]
+    assert max(diffs) < 1e-6, diffs
+    # ...while the updates moved the params by far more than that.
+    spec = envs.env_spec(make("CartPole-v1"))
+    init = PPOConfig().make_agent(spec, U).init(jax.random.split(jax.random.key(0), 3)[0], spec)
+    moved = [float(np.max(np.abs(np.asarray(a)[0] - np.asarray(i))))
+             for a, i in zip(a_leaves, jax.tree.leaves(init.params))]
+    assert max(moved) > 1e-3
+
+
+@pytest.mark.parametrize("lag, expect", [("0", "zero"), ("1", "one"), ("async", "bounded")])
+@pytest.mark.timeout(240)
+def test_policy_lag_follows_the_staleness_setting(cpu_devices, lag, expect):
+    config = tiny(lag=lag, threads_per_actor_device=2, queue_size=2)
+    result = train_sebulba(config, PPOConfig(num_minibatches=2))
+    lags = result.policy_lags
+    assert lags.shape == (config.num_updates, 2)
+    if expect == "zero":
+        assert (lags == 0).all()
+    elif expect == "one":
+        assert (lags[0] == 0).all() and (lags[1:] == 1).all(), lags
+    else:
+        assert lags.min() >= 0 and lags.max() <= config.queue_size + 1, lags
+    assert result.env_steps == config.num_updates * config.steps_per_update
+    assert not sebulba_threads()
+
+
+class FailingEnv(JaxHostVectorEnv):
+    """A JAX host env that raises (or hangs, or returns NaN rewards) at step `k`."""
+
+    def __init__(self, mode: str, k: int, num_envs: int, release: threading.Event | None = None):
+        super().__init__(make("MatchSign-v0"), num_envs)
+        self.mode, self.k, self.count, self.release = mode, k, 0, release
+
+    def step(self, actions):
+        self.count += 1
+        if self.count >= self.k:
+            if self.mode == "raise":
+                raise RuntimeError(f"env exploded at step {self.count}")
+            if self.mode == "hang":
+                self.release.wait(120)
+            if self.mode == "nan":
+                ts = super().step(actions)
+                return ts._replace(reward=np.full_like(ts.reward, np.nan))
+        return super().step(actions)
+
+
+@pytest.mark.timeout(120)
+def test_env_exception_stops_the_run_with_that_exception(cpu_devices):
+    start = time.monotonic()
+    factory = lambda j, n: FailingEnv("raise", 30 if j == 1 else 10**9, n)  # noqa: E731
+    with pytest.raises(RuntimeError, match="env exploded at step 30") as info:
+        train_sebulba(tiny(threads_per_actor_device=2, total_steps=2 * 4 * 8 * 50), PPOConfig(num_minibatches=2),
+                      env_factory=factory)
+    assert time.monotonic() - start < 10 + 15  # run + compile; the failure itself stops at once
+    assert any("sebulba-actor-1" in note for note in info.value.__notes__)
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert frames[-1].name == "step" and "test_sebulba" in frames[-1].filename  # the env's own frame
+    assert not sebulba_threads()
+
+
+@pytest.mark.timeout(120)
+def test_env_hang_is_reported_by_the_timeout(cpu_devices):
+    release = threading.Event()
+    factory = lambda j, n: FailingEnv("hang", 12, n, release)  # noqa: E731
+    try:
+        with pytest.raises(TimeoutError, match=r"rollout \d+ from actor thread 0.*'env.step'"):
+            train_sebulba(tiny(timeout_s=2.0, total_steps=4 * 8 * 50), PPOConfig(num_minibatches=2),
+                          env_factory=factory)
+    finally:
+        release.set()
+    deadline = time.monotonic() + 10
+    while sebulba_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not sebulba_threads()
+
+
+@pytest.mark.timeout(120)
+def test_nan_loss_stops_the_run(cpu_devices):
+    factory = lambda j, n: FailingEnv("nan", 20, n)  # noqa: E731
+    with pytest.raises(NonFiniteError, match=r"train/\w+ became"):
+        train_sebulba(tiny(total_steps=4 * 8 * 50), PPOConfig(num_minibatches=2), env_factory=factory)
+    assert not sebulba_threads()
+
+
+@pytest.mark.timeout(300)
+def test_twenty_short_runs_end_cleanly(cpu_devices):
+    before = threading.active_count()
+    for i in range(20):
+        config = tiny(env="CartPole-v1", seed=i, total_steps=4 * 8 * 2, lag=("0", "1", "async")[i % 3],
+                      eval_episodes=0)
+        result = train_sebulba(config, PPOConfig(num_minibatches=2))
+        assert result.env_steps == 4 * 8 * 2
+        assert not sebulba_threads()
+    assert threading.active_count() <= before
+
+
+@pytest.mark.timeout(120)
+def test_metrics_report_stages_lag_and_queues(cpu_devices):
+    result = train_sebulba(tiny(lag="1", eval_every=2, eval_episodes=4), PPOConfig(num_minibatches=2))
+    record = result.history[-1]
+    for key in ("sps", "episode_return", "policy_lag_mean", "policy_lag_max", "queue_depth", "time/env_step_s",
+                "time/inference_s", "time/learner_step_s", "time/learner_queue_wait_s",
+                "time/actor_queue_put_wait_s", "train/policy_loss", "eval_return"):
+        assert key in record, key
+    assert record["policy_lag_max"] == 1 and record["sps"] > 0
+    assert len(result.history) == 3
+
+
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (dict(lag="fast"), "lag"),
+        (dict(lag="-1"), "lag"),
+        (dict(vectorization="fork"), "vectorization"),
+        (dict(envs_per_thread=0), "envs_per_thread"),
+        (dict(actor_devices=()), "actor_devices"),
+        (dict(actor_devices=(0, 0)), "actor_devices"),
+        (dict(timeout_s=0.0), "timeout_s"),
+        (dict(queue_size=0), "queue_size"),
+    ],
+)
+def test_invalid_sebulba_fields_are_named(overrides, field):
+    with pytest.raises(ConfigError) as info:
+        SebulbaConfig(**overrides)
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (dict(actor_devices=(0,), learner_devices=(0, 1)), "learner_devices"),
+        (dict(actor_devices=(9,)), "actor_devices"),
+        (dict(envs_per_thread=3, learner_devices=(1, 2)), "envs_per_thread"),
+        (dict(envs_per_thread=4, rollout_length=3, learner_devices=(1, 2)), "num_minibatches"),
+    ],
+)
+def test_device_split_errors_before_anything_starts(cpu_devices, overrides, field):
+    with pytest.raises(ConfigError) as info:
+        train_sebulba(SebulbaConfig(env="jax:MatchSign-v0", logging=QUIET, **overrides), PPOConfig())
+    assert info.value.field == field
+    assert not sebulba_threads()
