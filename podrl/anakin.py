@@ -31,7 +31,7 @@ from envs.wrappers import wrap_for_training
 from podrl.config import AnakinConfig
 from podrl.errors import NonFiniteError, check_finite  # noqa: F401  (NonFiniteError re-exported)
 from podrl.evaluation import evaluate_greedy
-from podrl.parallel import DATA_AXIS, sum_across_learners
+from podrl.parallel import DATA_AXIS, mean_across_learners, sum_across_learners
 from podrl.rollout import ActingState, EpisodeTotals, reset_batch, rollout, update_keys
 from podrl.types import Agent, Array, Metrics, TrainState
 
@@ -76,7 +76,7 @@ class AnakinProgram:
         self._call = self._shard_jit(
             self._call_shard, in_specs=(STATE_SPECS, P()), out_specs=(STATE_SPECS, P()), donate=True
         )
-        self._eval = self._shard_jit(self._eval_shard, in_specs=(P(), P()), out_specs=P(None, DATA_AXIS))
+        self._eval = self._shard_jit(self._eval_shard, in_specs=(P(), P()), out_specs=P())
         self._compiled_call = None
 
     def _shard_jit(self, fn: Callable, in_specs, out_specs, donate: bool = False):
@@ -85,10 +85,11 @@ class AnakinProgram:
 
     # ---- per-shard programs (inside shard_map; leading axis = seeds) ----
 
-    def _init_shard(self, seed_keys: Array) -> AnakinState:
+    def _init_shard(self, seeds: Array) -> AnakinState:
         shard = jax.lax.axis_index(DATA_AXIS)
 
-        def one_seed(seed_key):
+        def one_seed(seed):
+            seed_key = jax.random.key(seed)
             params_key, env_key, run_key = jax.random.split(seed_key, 3)
             train_state = self.agent.init(params_key, self.env_spec)
             env_keys = jax.random.split(env_key, self.config.num_envs)
@@ -96,7 +97,7 @@ class AnakinProgram:
             acting = reset_batch(self.training_env, self.agent, env_keys)
             return AnakinState(train_state, acting, jax.random.fold_in(run_key, shard)[None])
 
-        return jax.vmap(one_seed)(seed_keys)
+        return jax.vmap(one_seed)(seeds)
 
     def _update(self, state: AnakinState, index: Array) -> tuple[AnakinState, Metrics, EpisodeTotals]:
         rollout_key, update_key = update_keys(state.key[0], index)
@@ -139,38 +140,39 @@ class AnakinProgram:
 
         return jax.vmap(one_seed)(state)
 
-    def _eval_shard(self, params, key: Array) -> Array:
+    def _eval_shard(self, params, seed: Array) -> Array:
         shard = jax.lax.axis_index(DATA_AXIS)
 
         def one_seed(params, seed_key):
             keys = jax.random.split(jax.random.fold_in(seed_key, shard), self.eval_per_shard)
             result = evaluate_greedy(self.agent, self.env, params, keys, self.config.eval_max_steps)
-            return result.returns
+            return mean_across_learners(jnp.mean(result.returns))
 
-        seed_keys = jax.random.split(key, self.config.num_seeds)
+        seed_keys = jax.random.split(jax.random.key(seed), self.config.num_seeds)
         return jax.vmap(one_seed)(params, seed_keys)
 
     # ---- host-side API ----
 
     def init(self) -> AnakinState:
         """Initial state of every seed: seed i starts from PRNG key `seed + i`."""
-        seeds = jnp.arange(self.config.num_seeds, dtype=jnp.uint32) + np.uint32(self.config.seed)
-        return self._init(jax.vmap(jax.random.key)(seeds))
+        # numpy in, so every process of a multi-host run passes the same replicated value
+        seeds = np.arange(self.config.num_seeds, dtype=np.uint32) + np.uint32(self.config.seed)
+        return self._init(seeds)
 
     def compile(self, state: AnakinState) -> float:
         """Compiles the train call ahead of time; returns the seconds it took."""
         start = time.perf_counter()
-        self._compiled_call = self._call.lower(state, jnp.asarray(0, jnp.int32)).compile()
+        self._compiled_call = self._call.lower(state, np.int32(0)).compile()
         return time.perf_counter() - start
 
     def train_call(self, state: AnakinState, first_update: int) -> tuple[AnakinState, CallMetrics]:
         """Runs updates `first_update .. first_update + updates_per_call` (capped at the total)."""
         call = self._compiled_call or self._call
-        return call(state, jnp.asarray(first_update, jnp.int32))
+        return call(state, np.int32(first_update))
 
-    def evaluate(self, state: AnakinState, key: Array) -> np.ndarray:
-        """Greedy returns `[S, episodes]` (episodes rounded up to a multiple of the shards)."""
-        return np.asarray(self._eval(state.train_state.params, key))
+    def evaluate(self, state: AnakinState, seed: int) -> np.ndarray:
+        """Mean greedy return per seed `[S]` over `eval_episodes` (rounded up to a multiple of the shards)."""
+        return np.asarray(self._eval(state.train_state.params, np.uint32(seed)))
 
 
 def summarize_call(metrics: CallMetrics) -> dict[str, Any]:
@@ -210,9 +212,9 @@ def train_anakin(
     from envs.registry import make
     from envs.types import env_spec as spec_of
     from podrl.logging import RunLogger
-    from podrl.mesh import data_mesh, local_devices
+    from podrl.mesh import data_mesh, mesh_devices
 
-    devices = devices if devices is not None else local_devices(config.num_devices)
+    devices = devices if devices is not None else mesh_devices(config.num_devices)
     config.check_layout(len(devices), agent_config)
     env = env if env is not None else make(config.env)
     spec = spec_of(env)
@@ -237,7 +239,7 @@ def _train_loop(program: AnakinProgram, config: AnakinConfig, logger) -> AnakinR
         f"{config.env}: {config.num_seeds} seed(s) x {config.num_envs} envs on {program.num_shards} "
         f"device(s), {config.num_updates} updates; compiled in {compile_seconds:.1f}s"
     )
-    eval_key = jax.random.key(config.seed + 1_000_003)
+    eval_seed = config.seed + 1_000_003
     steps_per_update = config.steps_per_update
     total_steps = config.num_updates * steps_per_update
     history: list[dict[str, Any]] = []
@@ -256,8 +258,7 @@ def _train_loop(program: AnakinProgram, config: AnakinConfig, logger) -> AnakinR
         summary["sps"] = (last - first) * steps_per_update * config.num_seeds / seconds
         summary["updates"] = last
         if (config.eval_every and (call + 1) % config.eval_every == 0) or call == num_calls - 1:
-            eval_key, key = jax.random.split(eval_key)
-            eval_return = program.evaluate(state, key).mean(axis=1)
+            eval_return = program.evaluate(state, eval_seed + call)
             summary["eval_return"] = eval_return
         logger.log(step, summary)
         history.append({"step": step, **summary})

@@ -26,6 +26,16 @@ def local_devices(num_devices: int | None = None, field: str = "num_devices") ->
     return devices[:num_devices]
 
 
+def mesh_devices(num_local: int | None = None, field: str = "num_devices") -> list[jax.Device]:
+    """The devices of the data-parallel mesh: the first `num_local` local devices of
+    every process (all when None), ordered by process. One process: `local_devices`."""
+    chosen = local_devices(num_local, field)
+    if jax.process_count() == 1:
+        return chosen
+    count = len(chosen)
+    return [d for p in range(jax.process_count()) for d in jax.local_devices(process_index=p)[:count]]
+
+
 def data_mesh(devices: Sequence[jax.Device]) -> Mesh:
     """A 1-D mesh over `devices` with the learner axis `DATA_AXIS` (Auto axis type)."""
     return Mesh(np.asarray(devices), (DATA_AXIS,), axis_types=(AxisType.Auto,))

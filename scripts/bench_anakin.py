@@ -213,8 +213,10 @@ def run_once(m: Measurement, timeout: float) -> dict[str, Any]:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=child_env())
     except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f}s", "wall_seconds": time.perf_counter() - start}
+        proc = None
     info = {"wall_seconds": time.perf_counter() - start, "load_1m": os.getloadavg()[0]}
+    if proc is None:
+        return {"error": f"timed out after {timeout:.0f}s", **info}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_PREFIX):
             return {**json.loads(line[len(RESULT_PREFIX):]), **info}
@@ -225,7 +227,10 @@ def run_once(m: Measurement, timeout: float) -> dict[str, Any]:
 def describe(m: Measurement) -> dict[str, Any]:
     """The `config` field of a row."""
     if m.is_training:
-        return {"env": ENV_NAME, "agent": "PPO", "num_epochs": 4, "num_minibatches": 4,
+        from agents.ppo import PPOConfig
+
+        ppo = PPOConfig()
+        return {"env": ENV_NAME, "agent": "PPO", "num_epochs": ppo.num_epochs, "num_minibatches": ppo.num_minibatches,
                 "total_steps": m.total_steps, "updates_per_call": m.updates_per_call, "eval_every": 0}
     return {"env": ENV_NAME, "actions": "uniform random", "network": None,
             "scan_length": m.updates_per_call * m.rollout_length,

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import podrl.anakin
+from agents.impala import ImpalaConfig
 from agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
 from podrl.config import AnakinConfig, LoggingConfig
@@ -82,12 +83,16 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 def test_cli_help_lists_every_field_with_its_doc():
     out = _cli("--help").stdout
     for name in ("--env", "--seed", "--num-seeds", "--total-steps", "--num-envs", "--num-devices",
-                 "--rollout-length", "--cpu-devices", "--agent.learning-rate", "--agent.num-minibatches",
-                 "--logging.run-dir"):
+                 "--rollout-length", "--cpu-devices", "--logging.run-dir", "agent:ppo", "agent:impala"):
         assert name in out, name
     assert "Environments per seed, split evenly over the devices." in out
+    ppo_help = _cli("agent:ppo", "--help").stdout
     for field in dataclasses.fields(PPOConfig):
-        assert "--agent." + field.name.replace("_", "-") in out, field.name
+        assert "--agent." + field.name.replace("_", "-") in ppo_help, field.name
+    assert "Discount factor, in [0, 1]." in ppo_help
+    impala_help = _cli("agent:impala", "--help").stdout
+    for field in dataclasses.fields(ImpalaConfig):
+        assert "--agent." + field.name.replace("_", "-") in impala_help, field.name
 
 
 def test_cli_rejects_bad_values_naming_the_field():

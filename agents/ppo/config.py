@@ -10,14 +10,12 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from podrl.errors import ConfigError, is_int, require_int, require_number
+from agents.config_checks import check_network_fields
+from podrl.errors import ConfigError, require_int, require_number
 
 if TYPE_CHECKING:
     from envs.types import EnvSpec
     from podrl.types import Agent
-
-ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
-"""Names accepted by `PPOConfig.activation` (functions in `jax.nn`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,12 +75,7 @@ class PPOConfig:
         for name in ("anneal_lr", "clip_value_loss", "normalize_advantages"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, f"must be True or False, got {getattr(self, name)!r}")
-        sizes = self.hidden_sizes
-        if not isinstance(sizes, (tuple, list)) or not all(is_int(s) and s > 0 for s in sizes):
-            raise ConfigError("hidden_sizes", f"must be a tuple of positive ints, got {sizes!r}")
-        object.__setattr__(self, "hidden_sizes", tuple(sizes))
-        if self.activation not in ACTIVATIONS:
-            raise ConfigError("activation", f"must be one of {ACTIVATIONS}, got {self.activation!r}")
+        check_network_fields(self)
 
     def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
         """Raises ConfigError("num_minibatches") unless the shard batch splits evenly."""

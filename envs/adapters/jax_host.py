@@ -2,7 +2,7 @@
 
 The env is wrapped with `envs.wrap_for_training` (auto-reset + episode stats),
 exactly as the Anakin layout runs it, and `num_envs` copies are stepped by one
-jitted, vmapped call on `jax.devices("cpu")[0]`. Results come back as numpy.
+jitted, vmapped call on this process's first CPU device (`jax.local_devices(backend="cpu")[0]`). Results come back as numpy.
 
 Reset keys: `reset(seed)` derives the per-env keys as a single-device,
 single-seed Anakin run does (`podrl.anakin.AnakinProgram._init_shard`)::
@@ -51,7 +51,7 @@ class JaxHostVectorEnv:
             raise ValueError(f"num_envs must be positive, got {num_envs}")
         self.env, self.num_envs = env, int(num_envs)
         self.training_env = wrap_for_training(env)
-        self.device = device if device is not None else jax.devices("cpu")[0]
+        self.device = device if device is not None else jax.local_devices(backend="cpu")[0]
         self.state = None
         reset, step = jax.vmap(self.training_env.reset), jax.vmap(self.training_env.step)
         self._reset = jax.jit(lambda keys: _finish(reset(keys)))

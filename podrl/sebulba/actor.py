@@ -124,8 +124,7 @@ class ActorThread(threading.Thread):
                 episodes += int(last.sum())
             self.timestep = ts
         self._enter("shipping trajectory")
-        trajectory = _stack(records, jax.device_get(start_actor_state))
-        trajectory = jax.device_put(trajectory, self.shardings)
+        trajectory = place_on_learners(_stack(records, jax.device_get(start_actor_state)), self.shardings)
         return Rollout(trajectory, version, index, returns, lengths, episodes, env_s, infer_s)
 
 
@@ -142,6 +141,13 @@ def _stack(records: list[tuple], actor_state: Any) -> Trajectory:
         agent_extras=jax.tree.map(lambda *xs: np.stack(xs), *extras),
         actor_state=actor_state,
     )
+
+
+def place_on_learners(trajectory: Trajectory, shardings: Trajectory) -> Trajectory:
+    """This process's numpy `[T, B]` rollout -> a global array split along B over the
+    learner devices of every process (each process contributes its own rows)."""
+    return jax.tree.map(lambda x, s: jax.make_array_from_process_local_data(s, np.asarray(x)),
+                        trajectory, shardings)
 
 
 def trajectory_shardings(mesh, data_axis: str, example: Trajectory) -> Trajectory:

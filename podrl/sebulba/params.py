@@ -41,7 +41,8 @@ class ParamsSource:
     def publish(self, params: Any, version: int) -> None:
         """Makes `params` version `version` (ready and on every actor device) available."""
         params = jax.block_until_ready(params)
-        copies = [jax.device_put(params, device) for device in self.actor_devices]
+        local = jax.tree.map(lambda x: x.addressable_data(0), params)  # this process's replica
+        copies = [jax.device_put(local, device) for device in self.actor_devices]
         keep_from = version - (self.lag or 0)
         with self._cond:
             self._versions[version] = copies

@@ -17,18 +17,14 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from envs.types import EnvSpec
+from podrl.distributed import host_sum, is_main_process
 from podrl.errors import NonFiniteError, check_finite  # noqa: F401  (re-exported)
-from podrl.mesh import data_mesh
-from podrl.parallel import DATA_AXIS
-from podrl.sebulba.actor import ActorThread, Rollout, make_act_step, trajectory_shardings
+from podrl.sebulba.actor import Rollout, place_on_learners
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.learner import make_learner_step
-from podrl.sebulba.params import ParamsSource
-from podrl.sebulba.setup import ActorSetup, build_actors, seed_keys
-from podrl.sebulba.stopping import StopSignal
+from podrl.sebulba.setup import ActorSetup, build_actors
 from podrl.sebulba.stats import WindowStats
-from podrl.types import Agent, TrainState
+from podrl.types import TrainState
 
 
 class SebulbaResult(NamedTuple):
@@ -38,7 +34,8 @@ class SebulbaResult(NamedTuple):
     final_eval_return: float | None
     steps_per_second: float  # env steps consumed per second, after compilation
     compile_seconds: float
-    env_steps: int  # env steps consumed by the learner
+    env_steps: int  # env steps of this process's actors consumed by the learner
+    global_env_steps: int  # the same over all processes
     run_dir: str | None
 
 
@@ -74,7 +71,7 @@ def _run(config: SebulbaConfig, setup: ActorSetup, logger) -> SebulbaResult:
     step = make_learner_step(setup.agent, learner_mesh, len(setup.threads))
     train_state = setup.train_state
     start = time.perf_counter()
-    example = [jax.device_put(setup.example_trajectory, setup.shardings)] * len(setup.threads)
+    example = [place_on_learners(setup.example_trajectory, setup.shardings)] * len(setup.threads)
     compiled = step.lower(train_state, setup.learner_keys, np.int32(0), *example).compile()
     compile_seconds = setup.act_compile_seconds + time.perf_counter() - start
     logger.info(f"{config.env}: {len(setup.threads)} actor thread(s) x {config.envs_per_thread} envs on "
@@ -96,22 +93,24 @@ def _run(config: SebulbaConfig, setup: ActorSetup, logger) -> SebulbaResult:
         setup.source.publish(train_state.params, i + 1)
         t2 = time.perf_counter()
         lags[i] = [i - r.version for r in rollouts]
-        env_steps += sum(r.trajectory.reward.size for r in rollouts)
+        env_steps += len(rollouts) * config.rollout_length * config.envs_per_thread  # this host's
         stats.add(rollouts, metrics, lags[i], queue_wait=t1 - t0, learner=t2 - t1)
         if (i + 1) % config.log_every == 0 or i + 1 == config.num_updates:
-            record = stats.flush(env_steps, time.perf_counter() - train_start)
+            global_steps = int(host_sum(np.array([env_steps]))[0])
+            record = stats.flush(global_steps, time.perf_counter() - train_start)
             due = (config.eval_every and (i + 1) % config.eval_every == 0) or i + 1 == config.num_updates
-            if due and config.eval_episodes:
+            if due and config.eval_episodes and is_main_process():
                 record["eval_return"] = setup.evaluate(train_state.params)
-            logger.log(env_steps, record)
-            history.append({"step": env_steps, "updates": i + 1, **record})
-            logger.progress(env_steps, config.num_updates * config.steps_per_update, record["sps"],
+            logger.log(global_steps, record)
+            history.append({"step": global_steps, "updates": i + 1, **record})
+            total = config.num_updates * config.steps_per_update * jax.process_count()
+            logger.progress(global_steps, total, record["sps"],
                             {"return": record.get("episode_return"), "eval": record.get("eval_return"),
                              "lag": record["policy_lag_mean"]})
     seconds = time.perf_counter() - train_start
     final_eval = history[-1].get("eval_return") if history else None
-    return SebulbaResult(train_state, history, lags, final_eval, env_steps / seconds, compile_seconds,
-                         env_steps, logger.run_dir)
+    return SebulbaResult(train_state, history, lags, final_eval, global_steps / seconds, compile_seconds,
+                         env_steps, global_steps, logger.run_dir)
 
 
 def _take(setup: ActorSetup, thread: int, update: int, timeout: float) -> Rollout:

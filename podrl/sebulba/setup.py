@@ -63,6 +63,11 @@ def _make_env(config: SebulbaConfig, factory, thread: int, num_envs: int) -> Hos
     return make_host_env(config.env, num_envs, seed=config.seed, vectorization=config.vectorization)
 
 
+def learner_devices(local_ids: tuple[int, ...]) -> list[jax.Device]:
+    """The learner mesh: local devices `local_ids` of every process, by process."""
+    return [jax.local_devices(process_index=p)[i] for p in range(jax.process_count()) for i in local_ids]
+
+
 def _reset(env: HostVectorEnv, env_key: jax.Array, thread: int, total_envs: int, seed: int):
     reset_from_keys = getattr(env, "reset_from_keys", None)
     if reset_from_keys is not None:
@@ -77,6 +82,8 @@ def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[j
 
     stop = StopSignal()
     n_threads, n = config.num_threads, config.envs_per_thread
+    first_thread = jax.process_index() * n_threads  # global index of this process's thread 0
+    total_envs = jax.process_count() * n_threads * n
     envs = []
     try:
         for j in range(n_threads):
@@ -85,18 +92,19 @@ def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[j
         spec = EnvSpec(envs[0].observation_spec(), envs[0].action_spec())
         agent = agent_config.make_agent(spec, config.num_updates)
         params_key, env_key, run_key = seed_keys(config.seed)
-        mesh = data_mesh([local[i] for i in learner_ids])
-        train_state = jax.jit(lambda k: agent.init(k, spec), out_shardings=replicated(mesh))(params_key)
-        shard_ids = jnp.arange(len(learner_ids), dtype=jnp.uint32)
-        learner_keys = jax.device_put(jax.vmap(lambda d: jax.random.fold_in(run_key, d))(shard_ids),
-                                      NamedSharding(mesh, P(DATA_AXIS)))
-        firsts = [_reset(env, env_key, j, n_threads * n, config.seed) for j, env in enumerate(envs)]
+        mesh = data_mesh(learner_devices(learner_ids))
+        train_state = jax.jit(lambda: agent.init(params_key, spec), out_shardings=replicated(mesh))()
+        num_shards = mesh.devices.size
+        learner_keys = jax.jit(lambda: jax.vmap(lambda d: jax.random.fold_in(run_key, d))(jnp.arange(num_shards)),
+                               out_shardings=NamedSharding(mesh, P(DATA_AXIS)))()
+        firsts = [_reset(env, env_key, first_thread + j, total_envs, config.seed) for j, env in enumerate(envs)]
         actor_devices = [local[i] for i in config.actor_devices]
         act_step = make_act_step(agent)
         start = time.perf_counter()
         example = None
+        local_params = jax.tree.map(lambda x: x.addressable_data(0), train_state.params)
         for device in actor_devices:  # compile inference for every actor device, in this thread
-            example = _warm_up(agent, act_step, train_state.params, firsts[0], device, config.rollout_length)
+            example = _warm_up(agent, act_step, local_params, firsts[0], device, config.rollout_length)
         act_seconds = time.perf_counter() - start
         shardings = trajectory_shardings(mesh, DATA_AXIS, example)
         source = ParamsSource(actor_devices, config.fixed_lag, stop, config.timeout_s)
@@ -106,7 +114,7 @@ def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[j
             slot = j // config.threads_per_actor_device
             threads.append(ActorThread(
                 j, envs[j], firsts[j], agent, act_step, actor_devices[slot], slot, source, queues[j], stop,
-                jax.random.fold_in(run_key, j), config.rollout_length, config.num_updates, shardings,
+                jax.random.fold_in(run_key, first_thread + j), config.rollout_length, config.num_updates, shardings,
                 config.timeout_s))
         evaluate = _evaluator(config, env_factory, agent, actor_devices[0], envs)
     except BaseException:

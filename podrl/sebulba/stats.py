@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from podrl.distributed import host_sum
+
 
 class WindowStats:
     """Accumulates what the learner consumed since the last log record."""
@@ -51,9 +53,10 @@ class WindowStats:
         self._last_put_wait = put_wait
         record["sps"] = (env_steps - self._last_steps) / max(elapsed - self._last_time, 1e-9)
         self._last_steps, self._last_time = env_steps, elapsed
-        record["episode_return"] = self.returns / self.episodes if self.episodes else None
-        record["episode_length"] = self.lengths / self.episodes if self.episodes else None
-        record["episodes"] = self.episodes
+        returns, lengths, episodes = host_sum(np.array([self.returns, self.lengths, self.episodes]))
+        record["episode_return"] = returns / episodes if episodes else None  # over every host's episodes
+        record["episode_length"] = lengths / episodes if episodes else None
+        record["episodes"] = int(episodes)
         record["policy_lag_mean"] = float(np.mean(self.lags))
         record["policy_lag_max"] = int(np.max(self.lags))
         self._reset()

@@ -1,0 +1,70 @@
+"""The IMPALA `Agent`: act with the actor-critic, learn with V-trace actor-critic SGD.
+
+`update` runs on one learner shard inside the layout's `shard_map`; it reduces
+across shards only through `podrl.parallel`: `learner_value_and_grad` averages
+gradients once per minibatch, `mean_across_learners` averages metrics once per
+update. A minibatch is a group of whole sequences (a slice of the env axis), so
+V-trace always sees the full `T` steps of each env. Acting, init and the SGD
+step are `agents.actor_critic`'s.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from agents.actor_critic import (
+    Parts, actor_critic_agent, clipped_flat_optimizer, finish_update, lr_schedule, sgd_step,
+)
+from agents.impala.config import ImpalaConfig
+from agents.impala.losses import make_loss_fn
+from envs.types import EnvSpec
+from podrl.types import Agent, Metrics, TrainState, Trajectory
+
+Array = jax.Array
+
+
+def make_optimizer(config: ImpalaConfig, total_updates: int) -> tuple[optax.GradientTransformation, Any]:
+    """`(optimizer, schedule)`: global-norm clip then Adam or RMSProp, on one flattened vector."""
+    schedule = lr_schedule(config.learning_rate, config.anneal_lr, config.num_optimizer_steps(total_updates))
+    if config.optimizer == "adam":
+        base = optax.adam(schedule, eps=config.optimizer_eps)
+    else:
+        base = optax.rmsprop(schedule, decay=0.99, eps=config.optimizer_eps)
+    return clipped_flat_optimizer(config.max_grad_norm, base), schedule
+
+
+def make_agent(config: ImpalaConfig, env_spec: EnvSpec, total_updates: int) -> Agent:
+    """The IMPALA agent for `env_spec`; `total_updates` calls of `update` make the run."""
+    return actor_critic_agent(config, env_spec, total_updates, make_optimizer, make_loss_fn, _update)
+
+
+def _minibatches(traj: Trajectory, m: int) -> Trajectory:
+    """`[T, B]` -> `[m, T, B / m]` (actor state `[B]` -> `[m, B / m]`): env columns
+    `i * B/m ..` go to minibatch i, each sequence whole."""
+
+    def split(x, axis):
+        shape = x.shape[:axis] + (m, x.shape[axis] // m) + x.shape[axis + 1:]
+        return jnp.moveaxis(x.reshape(shape), axis, 0)
+
+    steps = jax.tree.map(lambda x: split(x, 1), traj._replace(actor_state=()))
+    return steps._replace(actor_state=jax.tree.map(lambda x: split(x, 0), traj.actor_state))
+
+
+def _update(parts: Parts, train_state: TrainState, traj: Trajectory, key: Array) -> tuple[TrainState, Metrics]:
+    """`num_minibatches` SGD steps, one per group of whole env sequences of this shard."""
+    cfg = parts.config
+    traj.validate()
+    cfg.check_batch(*traj.reward.shape)
+    if "log_prob" not in traj.agent_extras:
+        raise ValueError("Trajectory.agent_extras lacks 'log_prob'; IMPALA's act records it")
+    (params, opt_state), metrics = jax.lax.scan(
+        functools.partial(sgd_step, parts, key),
+        (train_state.params, train_state.opt_state),
+        _minibatches(traj, cfg.num_minibatches),
+    )
+    return finish_update(parts, train_state, params, opt_state, metrics)

@@ -1,0 +1,77 @@
+"""The IMPALA loss: V-trace policy gradient, baseline regression, entropy bonus."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import jax
+import jax.numpy as jnp
+
+from agents.networks import ActorCritic, action_distribution
+from agents.returns import batched_vtrace
+from podrl.types import Trajectory
+
+if TYPE_CHECKING:
+    from agents.impala.config import ImpalaConfig
+
+Array = jax.Array
+LossFn = Callable[[object, Trajectory, Array], tuple[Array, dict[str, Array]]]
+
+
+def make_loss_fn(config: ImpalaConfig, network: ActorCritic) -> LossFn:
+    """`loss_fn(params, batch, key) -> (loss, metrics)` for one minibatch of sequences.
+
+    `batch` is a time-major `Trajectory` `[T, B]` whose `agent_extras["log_prob"]`
+    is log mu(a_t|x_t) of the behaviour (acting) policy. With the *current*
+    params, pi and V(x_t), V(x_{t+1}) (from `next_observation`) give
+
+      rho_t        = pi(a_t|x_t) / mu(a_t|x_t)
+      vs, A        = V-trace(V(x_t), V(x_{t+1}), reward_scale * r_t, gamma * discount_t,
+                             episode_end_t, rho_t)          (`agents.returns.vtrace`)
+      policy_loss  = -mean(A_t log pi(a_t|x_t))
+      value_loss   = 0.5 mean((vs_t - V(x_t))^2)
+      loss         = policy_loss + value_coef * value_loss - entropy_coef * mean(entropy)
+
+    with `lax.stop_gradient` on vs, A (and everything they are built from), so
+    gradients flow only through log pi and V(x_t). Means are over `T * B`.
+    Metrics (scalars): policy_loss, value_loss, entropy, mean_rho, approx_kl
+    (mean((rho - 1) - log rho)), and the share of steps whose ratio exceeds each
+    clip threshold: rho_clip_fraction, c_clip_fraction, pg_rho_clip_fraction.
+    The loss is deterministic; `key` is accepted for the common signature.
+    """
+    dist = action_distribution(network.discrete)
+    sg = jax.lax.stop_gradient
+
+    def loss_fn(params, batch: Trajectory, key: Array) -> tuple[Array, dict[str, Array]]:
+        del key
+        dist_params, value = network.apply(params, batch.observation)
+        next_value = network.apply(params, batch.next_observation, method=ActorCritic.value)
+        log_prob = dist.log_prob(dist_params, batch.action)
+        log_rho = sg(log_prob) - batch.agent_extras["log_prob"]
+        rho = jnp.exp(log_rho)
+        vs, pg_advantage = batched_vtrace(
+            sg(value), sg(next_value), batch.reward * config.reward_scale,
+            config.gamma * batch.discount, batch.episode_end, rho,
+            config.vtrace_lambda, config.clip_rho, config.clip_pg_rho, config.clip_c,
+        )
+        vs, pg_advantage = sg(vs), sg(pg_advantage)
+
+        policy_loss = -jnp.mean(pg_advantage * log_prob)
+        value_loss = 0.5 * jnp.mean(jnp.square(vs - value))
+        entropy = jnp.mean(dist.entropy(dist_params))
+        loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
+        fraction = lambda mask: jnp.mean(mask.astype(jnp.float32))  # noqa: E731
+        metrics = {
+            "policy_loss": policy_loss,
+            "value_loss": value_loss,
+            "entropy": entropy,
+            "mean_rho": jnp.mean(rho),
+            "approx_kl": jnp.mean((rho - 1.0) - log_rho),
+            "rho_clip_fraction": fraction(rho > config.clip_rho),
+            "c_clip_fraction": fraction(rho > config.clip_c),
+            "pg_rho_clip_fraction": fraction(rho > config.clip_pg_rho),
+            "mean_advantage": jnp.mean(pg_advantage),
+        }
+        return loss, metrics
+
+    return loss_fn

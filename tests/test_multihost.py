@@ -1,0 +1,144 @@
+"""Many processes through jax.distributed on 127.0.0.1, started by scripts/launch_local.py.
+
+Every test here spawns real processes under a hard timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from podrl.distributed import DistributedConfig, initialize
+from podrl.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+LAUNCH = [sys.executable, str(ROOT / "scripts" / "launch_local.py")]
+WORKER = [sys.executable, str(ROOT / "tests" / "multihost_worker.py")]
+
+
+def launch(num_processes: int, devices: int, command: list[str], timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(LAUNCH + ["--num-processes", str(num_processes), "--devices-per-process", str(devices),
+                                    "--"] + command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def load(path: Path) -> tuple[list[np.ndarray], int, int]:
+    data = np.load(path)
+    leaves = [data[f"arr_{i}"] for i in range(len(data.files) - 2)]
+    return leaves, int(data["local_steps"]), int(data["global_steps"])
+
+
+@pytest.mark.timeout(300)
+def test_anakin_two_processes_match_one_process_with_four_devices(tmp_path, cpu_devices):
+    result = launch(2, 2, WORKER + ["--layout", "anakin", "--out", str(tmp_path)], timeout=280)
+    assert result.returncode == 0, result.stdout[-4000:]
+    (p0, _, _), (p1, _, _) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
+    for a, b in zip(p0, p1):
+        np.testing.assert_array_equal(a, b)  # one program, one replicated result
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from multihost_worker import anakin_config
+    from agents.ppo import PPOConfig
+    from podrl.anakin import train_anakin
+    from podrl.config import LoggingConfig
+
+    config = anakin_config(4, LoggingConfig(run_dir=None, console=False))
+    single = train_anakin(config.__class__(**{**config.__dict__, "num_devices": 4}), PPOConfig())
+    reference = [np.asarray(x)[0] for x in jax.tree.leaves(single.state.train_state.params)]
+    for a, b in zip(p0, reference):
+        # Same global program; only the all-reduce differs (gloo across processes vs
+        # in-process), which may sum in another order: float32 rounding, nothing more.
+        np.testing.assert_allclose(a[0], b, atol=1e-5)
+
+
+@pytest.mark.timeout(300)
+def test_sebulba_two_processes_share_one_learner(tmp_path):
+    result = launch(2, 2, WORKER + ["--layout", "sebulba", "--out", str(tmp_path), "--updates", "6"], timeout=280)
+    assert result.returncode == 0, result.stdout[-4000:]
+    (p0, local0, global0), (p1, local1, global1) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
+    for a, b in zip(p0, p1):
+        np.testing.assert_array_equal(a, b)
+    assert local0 == local1 == 4 * 16 * 6  # each host's own actor steps are counted...
+    assert global0 == global1 == 2 * 4 * 16 * 6  # ...and summed over hosts
+    assert "[p0] [sebulba]" in result.stdout and "[p1] [sebulba]" not in result.stdout  # logs: process 0 only
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.timeout(300)
+def test_killing_one_process_stops_the_others(tmp_path):
+    command = LAUNCH + ["--num-processes", "2", "--devices-per-process", "1", "--"] + [
+        sys.executable, str(ROOT / "scripts" / "train_anakin.py"), "--num-envs", "4", "--total-steps", "50000000",
+        "--logging.run-dir", str(tmp_path)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    pids, lines = {}, []
+    deadline = time.monotonic() + 200
+    for line in iter(proc.stdout.readline, ""):
+        lines.append(line)
+        match = re.match(r"\[launcher\] process (\d): pid (\d+)", line)
+        if match:
+            pids[int(match.group(1))] = int(match.group(2))
+        if "[p0] [anakin] step" in line:  # training is under way on both processes
+            break
+        assert time.monotonic() < deadline, "".join(lines[-30:])
+    os.kill(pids[1], signal.SIGKILL)
+    killed_at = time.monotonic()
+    rest, _ = proc.communicate(timeout=120)
+    assert time.monotonic() - killed_at < 60
+    assert proc.returncode != 0
+    assert "process 1 exited with code -9 first" in rest, rest[-3000:]
+    time.sleep(0.5)
+    assert not any(_alive(pid) for pid in pids.values())
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(coordinator="127.0.0.1:1234", num_processes=2, process_id=2), "process_id"),
+    (dict(coordinator="127.0.0.1:1234", num_processes=2, process_id=-1), "process_id"),
+    (dict(coordinator="127.0.0.1:1234", num_processes=0, process_id=0), "num_processes"),
+    (dict(coordinator="localhost", num_processes=2, process_id=0), "coordinator"),
+    (dict(coordinator="127.0.0.1:1234", num_processes=2), "process_id"),
+])
+def test_bad_distributed_config_is_named(kwargs, field):
+    with pytest.raises(ConfigError) as info:
+        DistributedConfig(**kwargs)
+    assert info.value.field == field
+
+
+@pytest.mark.timeout(120)
+def test_unreachable_coordinator_fails_fast(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nobody listens there
+    start = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "train_anakin.py"), "--coordinator", f"127.0.0.1:{port}",
+         "--num-processes", "2", "--process-id", "1", "--init-timeout-s", "3", "--logging.run-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=100, cwd=ROOT)
+    assert result.returncode == 2
+    assert f"coordinator: no coordinator answered at 127.0.0.1:{port}" in result.stderr
+    assert time.monotonic() - start < 60
+
+
+def test_single_process_initialize_is_a_no_op():
+    initialize(DistributedConfig())  # must not touch jax.distributed
+    assert jax.process_count() == 1

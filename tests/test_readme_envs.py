@@ -1,0 +1,48 @@
+"""The README's "Plug in your own environment" examples run as written, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def readme_block(header: str) -> str:
+    """The python code block of README.md whose first line is `# <header>`."""
+    text = (ROOT / "README.md").read_text()
+    for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
+        if block.startswith(f"# {header}"):
+            return block
+    raise AssertionError(f"README has no python block starting with '# {header}'")
+
+
+def readme_command(env_arg: str) -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    line = next(l for l in text.splitlines() if l.startswith("python scripts/") and env_arg in l)
+    return line.split()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("module, env_arg, threshold", [
+    ("my_envs", "my_envs:GuessSign", 8.0),         # optimum 10, random 5
+    ("my_dm_envs", "dm_env:my_dm_envs:Corridor", 0.9),  # optimum 1 (reached in 4 steps)
+])
+def test_readme_user_env_trains_with_one_command(tmp_path, module, env_arg, threshold):
+    code = readme_block(f"{module}.py")
+    assert len(code.strip().splitlines()) <= 30
+    (tmp_path / f"{module}.py").write_text(code)
+    command = readme_command(env_arg)
+    command = [sys.executable, str(ROOT / command[1]), *command[2:], "--cpu-devices", "2",
+               "--logging.run-dir", str(tmp_path / "runs"), "--logging.run-name", "r", "--eval-episodes", "8"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=280,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = [json.loads(l) for l in (tmp_path / "runs" / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["eval_return"] >= threshold, records[-1]
