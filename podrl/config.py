@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from envs.registry import UnknownEnvError, check_name
-from podrl.errors import ConfigError, require_int
+from podrl.errors import ConfigError, require_int, require_number
 from podrl.types import AgentConfig
 
 
@@ -27,6 +27,31 @@ class LoggingConfig:
     """Also write TensorBoard event files (needs tensorboardX, the 'tensorboard' extra)."""
     console: bool = True
     """Print a progress line after each compiled call."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointConfig:
+    """When and where to checkpoint, and what to resume from."""
+
+    every_updates: int = 0
+    """Save every this many updates (0 = only on stop signals, faults and at the end)."""
+    every_seconds: float = 0.0
+    """Also save when this many seconds passed since the last save (0 = off)."""
+    keep: int = 3
+    """Keep the newest this many checkpoints."""
+    directory: str | None = None
+    """Where checkpoints go; None = '<run dir>/checkpoints' (no checkpoints when the run writes no files)."""
+    resume: str | None = None
+    """Resume from this checkpoint directory (or run directory); the config must match but for safe fields."""
+    stop_after_updates: int | None = None
+    """End this job after this many updates in all (saving a checkpoint first); --resume continues it."""
+
+    def __post_init__(self):
+        require_int(self, "every_updates", minimum=0)
+        require_int(self, "keep")
+        require_number(self, "every_seconds", low=0.0)
+        if self.stop_after_updates is not None:
+            require_int(self, "stop_after_updates")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +82,8 @@ class AnakinConfig:
     """Step bound of one evaluation episode (for envs without a time limit)."""
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
     """Logging settings."""
+    checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
+    """Checkpoint and resume settings."""
 
     def __post_init__(self):
         require_int(self, "num_seeds", "total_steps", "num_envs", "rollout_length",

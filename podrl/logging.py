@@ -20,15 +20,15 @@ import numpy as np
 from podrl.config import LoggingConfig
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, (np.ndarray, jax.Array)):
-        return _jsonable(np.asarray(value).tolist())
+        return jsonable(np.asarray(value).tolist())
     if isinstance(value, (np.floating, float)):
         value = float(value)
         return value if math.isfinite(value) else None
@@ -59,7 +59,7 @@ class RunLogger:
         self.run_dir = os.path.join(settings.run_dir, name)
         os.makedirs(self.run_dir, exist_ok=True)
         with open(os.path.join(self.run_dir, "config.json"), "w") as f:
-            json.dump(_jsonable(config), f, indent=2)
+            json.dump(jsonable(config), f, indent=2)
         self._jsonl = open(os.path.join(self.run_dir, "metrics.jsonl"), "a")
         if settings.tensorboard:
             try:
@@ -83,7 +83,7 @@ class RunLogger:
                     record[key + "_per_seed"] = value
             else:
                 record[key] = value
-        record = _jsonable(record)
+        record = jsonable(record)
         if self._jsonl is not None:
             self._jsonl.write(json.dumps(record) + "\n")
             self._jsonl.flush()

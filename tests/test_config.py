@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import podrl.anakin
+import podrl.anakin.train
 from agents.impala import ImpalaConfig
 from agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
@@ -60,7 +60,7 @@ def test_layout_errors_raise_before_compiling(monkeypatch, cpu_devices, run, ppo
     def no_program(*args, **kwargs):
         raise AssertionError("the program was built although the config is invalid")
 
-    monkeypatch.setattr(podrl.anakin, "AnakinProgram", no_program)
+    monkeypatch.setattr(podrl.anakin.train, "AnakinProgram", no_program)
     config = AnakinConfig(logging=QUIET, **run)
     with pytest.raises(ConfigError) as info:
         train_anakin(config, PPOConfig(**ppo))

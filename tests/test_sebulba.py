@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import envs
+from agents.impala import ImpalaConfig
 from agents.ppo import PPOConfig
 from envs.adapters.jax_host import JaxHostVectorEnv
 from envs.registry import make
@@ -195,4 +196,19 @@ def test_device_split_errors_before_anything_starts(cpu_devices, overrides, fiel
     with pytest.raises(ConfigError) as info:
         train_sebulba(SebulbaConfig(env="jax:MatchSign-v0", logging=QUIET, **overrides), PPOConfig())
     assert info.value.field == field
+    assert not sebulba_threads()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("agent_config, rollout_length", [(PPOConfig(), 32), (ImpalaConfig(), 16)],
+                         ids=["ppo", "impala"])
+def test_agents_solve_gymnasium_cartpole_under_sebulba(cpu_devices, agent_config, rollout_length):
+    """Gymnasium's own CartPole-v1 on the host; 1 actor device, 2 learner devices, lag 1."""
+    config = SebulbaConfig(env="CartPole-v1", total_steps=400_000, envs_per_thread=16,
+                           rollout_length=rollout_length, lag="1", actor_devices=(0,), learner_devices=(1, 2),
+                           log_every=50, eval_episodes=32, logging=QUIET)
+    result = train_sebulba(config, agent_config)
+    assert result.final_eval_return >= 475.0, result.history[-1]
+    assert (result.policy_lags[1:] == 1).all()
     assert not sebulba_threads()

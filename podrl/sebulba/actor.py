@@ -54,17 +54,17 @@ def step_keys(rollout_key: jax.Array, length: int) -> jax.Array:
 
 
 class ActorThread(threading.Thread):
-    """One actor: env batch + queue + key; runs rollouts 0..num_rollouts-1."""
+    """One actor: env batch + queue + key; runs rollouts `rollouts` (a range of update indices)."""
 
     def __init__(self, index: int, env: HostVectorEnv, first: TimeStep, agent: Agent, act_step: Callable,
                  device: jax.Device, device_slot: int, source: ParamsSource, out: queue.Queue,
-                 stop: StopSignal, base_key: jax.Array, rollout_length: int, num_rollouts: int,
+                 stop: StopSignal, base_key: jax.Array, rollout_length: int, rollouts: range,
                  shardings: Trajectory, timeout: float):
         super().__init__(name=f"sebulba-actor-{index}", daemon=True)
         self.index, self.env, self.timestep, self.agent = index, env, first, agent
         self.act_step, self.device, self.device_slot = act_step, device, device_slot
         self.source, self.out, self.stop = source, out, stop
-        self.base_key, self.rollout_length, self.num_rollouts = base_key, rollout_length, num_rollouts
+        self.base_key, self.rollout_length, self.rollouts = base_key, rollout_length, rollouts
         self.shardings, self.timeout = shardings, timeout
         self.actor_state = jax.device_put(agent.init_actor_state(env.num_envs), device)
         self.initial_actor_state = self.actor_state
@@ -81,7 +81,7 @@ class ActorThread(threading.Thread):
 
     def run(self) -> None:
         try:
-            for i in range(self.num_rollouts):
+            for i in self.rollouts:
                 self._enter("waiting for params")
                 params, version = self.source.for_rollout(i, self.device_slot)
                 rollout = self._rollout(params, version, i)

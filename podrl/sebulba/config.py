@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from podrl.config import LoggingConfig
+from podrl.config import CheckpointConfig, LoggingConfig
 from podrl.errors import ConfigError, is_int, require_int, require_number
 from podrl.types import AgentConfig
 
@@ -47,6 +47,8 @@ class SebulbaConfig:
     """Log metrics every this many updates."""
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
     """Logging settings."""
+    checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
+    """Checkpoint and resume settings."""
 
     def __post_init__(self):
         require_int(self, "total_steps", "threads_per_actor_device", "envs_per_thread", "rollout_length",

@@ -30,9 +30,10 @@ from podrl.sebulba.stopping import StopSignal
 class ParamsSource:
     """Holds the published param versions each actor thread may still need."""
 
-    def __init__(self, actor_devices: list[jax.Device], lag: int | None, stop: StopSignal, timeout: float):
+    def __init__(self, actor_devices: list[jax.Device], lag: int | None, stop: StopSignal, timeout: float,
+                 first_version: int = 0):
         self.actor_devices = actor_devices
-        self.lag = lag
+        self.lag, self.first_version = lag, first_version  # first_version > 0 when resuming
         self._stop, self._timeout = stop, timeout
         self._cond = threading.Condition()
         self._versions: dict[int, list[Any]] = {}
@@ -53,7 +54,7 @@ class ParamsSource:
 
     def version_for(self, rollout: int) -> int | None:
         """The version rollout `rollout` must use (None in async mode: the latest)."""
-        return None if self.lag is None else max(0, rollout - self.lag)
+        return None if self.lag is None else max(self.first_version, rollout - self.lag)
 
     def for_rollout(self, rollout: int, device_slot: int) -> tuple[Any, int]:
         """`(params on actor device device_slot, version)` for rollout `rollout`."""

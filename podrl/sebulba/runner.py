@@ -10,7 +10,6 @@ joined and every env closed; a worker's exception is re-raised here.
 
 from __future__ import annotations
 
-import queue
 import time
 from typing import Any, NamedTuple
 
@@ -24,6 +23,7 @@ from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.learner import make_learner_step
 from podrl.sebulba.setup import ActorSetup, build_actors
 from podrl.sebulba.stats import WindowStats
+from podrl.run_control import SaveSchedule, StopRequests
 from podrl.types import TrainState
 
 
@@ -37,6 +37,8 @@ class SebulbaResult(NamedTuple):
     env_steps: int  # env steps of this process's actors consumed by the learner
     global_env_steps: int  # the same over all processes
     run_dir: str | None
+    checkpoint_dir: str | None = None
+    stopped_by: str | None = None  # "SIGTERM", "SIGINT", "stop_after_updates", or None
 
 
 def train_sebulba(config: SebulbaConfig, agent_config, env_factory=None, full_config: Any = None) -> SebulbaResult:
@@ -46,71 +48,123 @@ def train_sebulba(config: SebulbaConfig, agent_config, env_factory=None, full_co
       env_factory: optional `(thread_index, num_envs) -> HostVectorEnv` replacing
         `config.env` (tests and users with unusual envs).
     """
+    from podrl.checkpoint import RunCheckpoints, resolved_config
     from podrl.logging import RunLogger
 
     local = jax.local_devices()
     learner_ids = config.check_layout(len(local), agent_config)
-    setup = build_actors(config, agent_config, env_factory, local, learner_ids)
+    resolved = resolved_config("sebulba", config, agent_config)
     logger = RunLogger(config.logging, default_name=f"{config.env.replace(':', '.')}__sebulba__seed{config.seed}",
-                       config=full_config if full_config is not None else {"run": config, "agent": agent_config},
-                       tag="sebulba")
+                       config=full_config if full_config is not None else resolved, tag="sebulba")
+    checkpoints = RunCheckpoints(config.checkpoint, logger.run_dir, resolved)
+    setup = None
     try:
-        return _run(config, setup, logger)
+        setup = build_actors(config, agent_config, env_factory, local, learner_ids, checkpoints.restore)
+        return _run(config, setup, logger, checkpoints)
     finally:
-        setup.stop.stop()
-        for thread in setup.threads:
-            if thread.is_alive():
-                thread.join(timeout=config.timeout_s)
-        for env in setup.envs:
-            env.close()
+        if setup is not None:
+            _shut_down(setup, config.timeout_s)
+        checkpoints.close()
         logger.close()
 
 
-def _run(config: SebulbaConfig, setup: ActorSetup, logger) -> SebulbaResult:
-    learner_mesh = setup.learner_mesh
-    step = make_learner_step(setup.agent, learner_mesh, len(setup.threads))
-    train_state = setup.train_state
-    start = time.perf_counter()
+def _shut_down(setup: ActorSetup, timeout: float) -> None:
+    """Stops and joins every actor thread, closes every env."""
+    setup.stop.stop()
+    for thread in setup.threads:
+        if thread.is_alive():
+            thread.join(timeout=timeout)
+    for env in setup.envs:
+        env.close()
+
+
+def _compile(setup: ActorSetup):
+    step = make_learner_step(setup.agent, setup.learner_mesh, len(setup.threads))
     example = [place_on_learners(setup.example_trajectory, setup.shardings)] * len(setup.threads)
-    compiled = step.lower(train_state, setup.learner_keys, np.int32(0), *example).compile()
+    return step.lower(setup.train_state, setup.learner_keys, np.int32(0), *example).compile()
+
+
+def _run(config: SebulbaConfig, setup: ActorSetup, logger, checkpoints) -> SebulbaResult:
+    start = time.perf_counter()
+    compiled = _compile(setup)
     compile_seconds = setup.act_compile_seconds + time.perf_counter() - start
     logger.info(f"{config.env}: {len(setup.threads)} actor thread(s) x {config.envs_per_thread} envs on "
-                f"{len(setup.source.actor_devices)} actor device(s), {learner_mesh.devices.size} learner "
-                f"device(s), lag={config.lag}, {config.num_updates} updates; compiled in {compile_seconds:.1f}s")
-    setup.source.publish(train_state.params, 0)
+                f"{len(setup.source.actor_devices)} actor device(s), {setup.learner_mesh.devices.size} learner "
+                f"device(s), lag={config.lag}, updates {setup.start_update}..{setup.limit} of {config.num_updates}; "
+                f"compiled in {compile_seconds:.1f}s")
+    train_state = setup.train_state
+    setup.source.publish(train_state.params, setup.start_update)
     for thread in setup.threads:
         thread.start()
-    stats = WindowStats(setup.threads)
-    history, lags = [], np.zeros((config.num_updates, len(setup.threads)), np.int64)
-    train_start, env_steps = time.perf_counter(), 0
-    for i in range(config.num_updates):
+    loop = _LearnerLoop(config, setup, logger, compiled, train_state)
+    schedule = SaveSchedule(config.checkpoint.every_updates, config.checkpoint.every_seconds, setup.start_update)
+    with StopRequests() as stop:
+        try:
+            for i in range(setup.start_update, setup.limit):
+                loop.update(i)
+                if stop.received:
+                    break
+                if schedule.due(i + 1):
+                    checkpoints.save(i + 1, loop.train_state, loop.train_state.params)
+                    schedule.saved(i + 1)
+        except NonFiniteError as e:
+            e.add_note(checkpoints.describe_last())
+            raise
+        except BaseException:  # an actor, env or timeout failure: keep the learner's work
+            checkpoints.save(loop.done, loop.train_state, loop.train_state.params)
+            raise
+    checkpoints.save(loop.done, loop.train_state, loop.train_state.params)
+    stopped_by = stop.received or ("stop_after_updates" if loop.done < config.num_updates else None)
+    seconds = time.perf_counter() - loop.train_start
+    final_eval = loop.history[-1].get("eval_return") if loop.history else None
+    return SebulbaResult(loop.train_state, loop.history, loop.lags, final_eval, loop.global_steps / seconds,
+                         compile_seconds, loop.env_steps, loop.global_steps, logger.run_dir,
+                         checkpoints.directory, stopped_by)
+
+
+class _LearnerLoop:
+    """The learner's per-update work and bookkeeping (main thread)."""
+
+    def __init__(self, config: SebulbaConfig, setup: ActorSetup, logger, compiled, train_state: TrainState):
+        self.config, self.setup, self.logger, self.compiled = config, setup, logger, compiled
+        self.train_state, self.done = train_state, setup.start_update
+        self.stats = WindowStats(setup.threads)
+        self.history: list[dict[str, Any]] = []
+        self.lags = np.zeros((config.num_updates, len(setup.threads)), np.int64)
+        self.env_steps = self.global_steps = 0
+        self.train_start = time.perf_counter()
+
+    def update(self, i: int) -> None:
+        setup, config = self.setup, self.config
         t0 = time.perf_counter()
         rollouts = [_take(setup, j, i, config.timeout_s) for j in range(len(setup.threads))]
         t1 = time.perf_counter()
-        train_state, metrics = compiled(train_state, setup.learner_keys, np.int32(i), *(r.trajectory for r in rollouts))
+        train_state, metrics = self.compiled(self.train_state, setup.learner_keys, np.int32(i),
+                                             *(r.trajectory for r in rollouts))
         metrics = jax.device_get(metrics)
         check_finite({f"train/{k}": v for k, v in metrics.items()}, i, i + 1)
+        self.train_state, self.done = train_state, i + 1
         setup.source.publish(train_state.params, i + 1)
         t2 = time.perf_counter()
-        lags[i] = [i - r.version for r in rollouts]
-        env_steps += len(rollouts) * config.rollout_length * config.envs_per_thread  # this host's
-        stats.add(rollouts, metrics, lags[i], queue_wait=t1 - t0, learner=t2 - t1)
-        if (i + 1) % config.log_every == 0 or i + 1 == config.num_updates:
-            global_steps = int(host_sum(np.array([env_steps]))[0])
-            record = stats.flush(global_steps, time.perf_counter() - train_start)
-            due = (config.eval_every and (i + 1) % config.eval_every == 0) or i + 1 == config.num_updates
-            if due and config.eval_episodes and is_main_process():
-                record["eval_return"] = setup.evaluate(train_state.params)
-            logger.log(global_steps, record)
-            history.append({"step": global_steps, "updates": i + 1, **record})
-            total = config.num_updates * config.steps_per_update * jax.process_count()
-            logger.progress(global_steps, total, record["sps"],
-                            {"return": record.get("episode_return"), "eval": record.get("eval_return"),
-                             "lag": record["policy_lag_mean"]})
-    seconds = time.perf_counter() - train_start
-    final_eval = history[-1].get("eval_return") if history else None
-    return SebulbaResult(train_state, history, lags, final_eval, global_steps / seconds, compile_seconds,
-                         env_steps, global_steps, logger.run_dir)
+        self.lags[i] = [i - r.version for r in rollouts]
+        self.env_steps += len(rollouts) * config.rollout_length * config.envs_per_thread  # this host's
+        self.stats.add(rollouts, metrics, self.lags[i], queue_wait=t1 - t0, learner=t2 - t1)
+        if (i + 1) % config.log_every == 0 or i + 1 == setup.limit:
+            self._log(i + 1)
+
+    def _log(self, updates: int) -> None:
+        config = self.config
+        self.global_steps = int(host_sum(np.array([self.env_steps]))[0])
+        record = self.stats.flush(self.global_steps, time.perf_counter() - self.train_start)
+        due = (config.eval_every and updates % config.eval_every == 0) or updates == self.setup.limit
+        if due and config.eval_episodes and is_main_process():
+            record["eval_return"] = self.setup.evaluate(self.train_state.params)
+        self.logger.log(self.global_steps, record)
+        self.history.append({"step": self.global_steps, "updates": updates, **record})
+        total = config.num_updates * config.steps_per_update * jax.process_count()
+        self.logger.progress(self.global_steps, total, record["sps"], {
+            "return": record.get("episode_return"), "eval": record.get("eval_return"),
+            "lag": record["policy_lag_mean"]})
 
 
 def _take(setup: ActorSetup, thread: int, update: int, timeout: float) -> Rollout:

@@ -47,6 +47,8 @@ class ActorSetup(NamedTuple):
     shardings: Trajectory
     act_compile_seconds: float
     evaluate: Callable[[Any], float]
+    start_update: int  # > 0 when resuming from a checkpoint
+    limit: int  # updates end before this index (num_updates or checkpoint.stop_after_updates)
 
 
 def seed_keys(seed: int) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -77,7 +79,8 @@ def _reset(env: HostVectorEnv, env_key: jax.Array, thread: int, total_envs: int,
 
 
 def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[jax.Device],
-                 learner_ids: tuple[int, ...]) -> ActorSetup:
+                 learner_ids: tuple[int, ...], restore: Callable[[TrainState], TrainState]) -> ActorSetup:
+    """Builds everything; `restore` maps the fresh train state to the one to start from."""
     from envs.adapters.specs import check_host_env
 
     stop = StopSignal()
@@ -93,28 +96,30 @@ def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[j
         agent = agent_config.make_agent(spec, config.num_updates)
         params_key, env_key, run_key = seed_keys(config.seed)
         mesh = data_mesh(learner_devices(learner_ids))
-        train_state = jax.jit(lambda: agent.init(params_key, spec), out_shardings=replicated(mesh))()
+        train_state = restore(jax.jit(lambda: agent.init(params_key, spec), out_shardings=replicated(mesh))())
+        start = int(np.asarray(train_state.update_step.addressable_data(0)))
+        limit = min(config.num_updates, config.checkpoint.stop_after_updates or config.num_updates)
         num_shards = mesh.devices.size
         learner_keys = jax.jit(lambda: jax.vmap(lambda d: jax.random.fold_in(run_key, d))(jnp.arange(num_shards)),
                                out_shardings=NamedSharding(mesh, P(DATA_AXIS)))()
         firsts = [_reset(env, env_key, first_thread + j, total_envs, config.seed) for j, env in enumerate(envs)]
         actor_devices = [local[i] for i in config.actor_devices]
         act_step = make_act_step(agent)
-        start = time.perf_counter()
+        compile_start = time.perf_counter()
         example = None
         local_params = jax.tree.map(lambda x: x.addressable_data(0), train_state.params)
         for device in actor_devices:  # compile inference for every actor device, in this thread
             example = _warm_up(agent, act_step, local_params, firsts[0], device, config.rollout_length)
-        act_seconds = time.perf_counter() - start
+        act_seconds = time.perf_counter() - compile_start
         shardings = trajectory_shardings(mesh, DATA_AXIS, example)
-        source = ParamsSource(actor_devices, config.fixed_lag, stop, config.timeout_s)
+        source = ParamsSource(actor_devices, config.fixed_lag, stop, config.timeout_s, first_version=start)
         queues = [queue.Queue(maxsize=config.queue_size) for _ in range(n_threads)]
         threads = []
         for j in range(n_threads):
             slot = j // config.threads_per_actor_device
             threads.append(ActorThread(
                 j, envs[j], firsts[j], agent, act_step, actor_devices[slot], slot, source, queues[j], stop,
-                jax.random.fold_in(run_key, first_thread + j), config.rollout_length, config.num_updates, shardings,
+                jax.random.fold_in(run_key, first_thread + j), config.rollout_length, range(start, limit), shardings,
                 config.timeout_s))
         evaluate = _evaluator(config, env_factory, agent, actor_devices[0], envs)
     except BaseException:
@@ -122,7 +127,7 @@ def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[j
             env.close()
         raise
     return ActorSetup(agent, envs, threads, queues, source, stop, mesh, learner_keys, train_state,
-                      example, shardings, act_seconds, evaluate)
+                      example, shardings, act_seconds, evaluate, start, limit)
 
 
 def _warm_up(agent: Agent, act_step, params, first, device, length: int) -> Trajectory:

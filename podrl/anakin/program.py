@@ -29,7 +29,6 @@ from jax.sharding import Mesh, PartitionSpec as P
 from envs.types import JaxEnv
 from envs.wrappers import wrap_for_training
 from podrl.config import AnakinConfig
-from podrl.errors import NonFiniteError, check_finite  # noqa: F401  (NonFiniteError re-exported)
 from podrl.evaluation import evaluate_greedy
 from podrl.parallel import DATA_AXIS, mean_across_learners, sum_across_learners
 from podrl.rollout import ActingState, EpisodeTotals, reset_batch, rollout, update_keys
@@ -74,7 +73,7 @@ class AnakinProgram:
         self.trace_count = 0  # times the train call was traced (1 in a healthy run)
         self._init = self._shard_jit(self._init_shard, in_specs=P(), out_specs=STATE_SPECS)
         self._call = self._shard_jit(
-            self._call_shard, in_specs=(STATE_SPECS, P()), out_specs=(STATE_SPECS, P()), donate=True
+            self._call_shard, in_specs=(STATE_SPECS, P(), P()), out_specs=(STATE_SPECS, P()), donate=True
         )
         self._eval = self._shard_jit(self._eval_shard, in_specs=(P(), P()), out_specs=P())
         self._compiled_call = None
@@ -108,9 +107,8 @@ class AnakinProgram:
         train_state, metrics = self.agent.update(state.train_state, trajectory, update_key)
         return AnakinState(train_state, acting, state.key), metrics, sum_across_learners(totals)
 
-    def _call_shard(self, state: AnakinState, first_update: Array) -> tuple[AnakinState, CallMetrics]:
+    def _call_shard(self, state: AnakinState, first_update: Array, limit: Array) -> tuple[AnakinState, CallMetrics]:
         self.trace_count += 1
-        num_updates = self.config.num_updates
 
         def one_seed(state):
             metric_shapes = jax.eval_shape(lambda s: self._update(s, first_update)[1], state)
@@ -132,7 +130,7 @@ class AnakinProgram:
 
             def body(carry, i):
                 index = first_update + i
-                return jax.lax.cond(index < num_updates, do_update, lambda c, _: c, carry, index), None
+                return jax.lax.cond(index < limit, do_update, lambda c, _: c, carry, index), None
 
             steps = jnp.arange(self.config.updates_per_call, dtype=jnp.int32)
             (state, acc), _ = jax.lax.scan(body, (state, zeros), steps)
@@ -162,13 +160,15 @@ class AnakinProgram:
     def compile(self, state: AnakinState) -> float:
         """Compiles the train call ahead of time; returns the seconds it took."""
         start = time.perf_counter()
-        self._compiled_call = self._call.lower(state, np.int32(0)).compile()
+        self._compiled_call = self._call.lower(state, np.int32(0), np.int32(0)).compile()
         return time.perf_counter() - start
 
-    def train_call(self, state: AnakinState, first_update: int) -> tuple[AnakinState, CallMetrics]:
-        """Runs updates `first_update .. first_update + updates_per_call` (capped at the total)."""
+    def train_call(self, state: AnakinState, first_update: int, limit: int | None = None) -> tuple[AnakinState, CallMetrics]:
+        """Runs updates `first_update .. first_update + updates_per_call`, none at or past
+        `limit` (default: the run's total)."""
         call = self._compiled_call or self._call
-        return call(state, np.int32(first_update))
+        limit = self.config.num_updates if limit is None else limit
+        return call(state, np.int32(first_update), np.int32(limit))
 
     def evaluate(self, state: AnakinState, seed: int) -> np.ndarray:
         """Mean greedy return per seed `[S]` over `eval_episodes` (rounded up to a multiple of the shards)."""
@@ -186,87 +186,3 @@ def summarize_call(metrics: CallMetrics) -> dict[str, Any]:
         out["episode_length"] = np.where(count > 0, metrics.episodes.length_sum / count, np.nan)
     out["episodes"] = count
     return out
-
-
-class AnakinResult(NamedTuple):
-    state: AnakinState
-    history: list[dict[str, Any]]  # one record per call (and per evaluation)
-    final_eval_return: np.ndarray | None  # [S] mean greedy return after training
-    compile_seconds: float
-    steps_per_second: float  # env steps per second over all seeds, training calls only
-    run_dir: str | None
-
-
-def train_anakin(
-    config: AnakinConfig,
-    agent_config,
-    env: JaxEnv | None = None,
-    devices: list[jax.Device] | None = None,
-    full_config: Any = None,
-) -> AnakinResult:
-    """Trains `agent_config`'s agent on `config.env` (or `env`) with the Anakin layout.
-
-    Validates everything before compiling, compiles the train call once (AOT),
-    then loops: one call = `updates_per_call` updates, one log record.
-    """
-    from envs.registry import make
-    from envs.types import env_spec as spec_of
-    from podrl.logging import RunLogger
-    from podrl.mesh import data_mesh, mesh_devices
-
-    devices = devices if devices is not None else mesh_devices(config.num_devices)
-    config.check_layout(len(devices), agent_config)
-    env = env if env is not None else make(config.env)
-    spec = spec_of(env)
-    agent = agent_config.make_agent(spec, config.num_updates)
-    program = AnakinProgram(agent, env, config, data_mesh(devices), spec)
-    logger = RunLogger(
-        config.logging,
-        default_name=f"{config.env.replace(':', '.')}__anakin__seed{config.seed}",
-        config=full_config if full_config is not None else {"run": config, "agent": agent_config},
-        tag="anakin",
-    )
-    try:
-        return _train_loop(program, config, logger)
-    finally:
-        logger.close()
-
-
-def _train_loop(program: AnakinProgram, config: AnakinConfig, logger) -> AnakinResult:
-    state = program.init()
-    compile_seconds = program.compile(state)
-    logger.info(
-        f"{config.env}: {config.num_seeds} seed(s) x {config.num_envs} envs on {program.num_shards} "
-        f"device(s), {config.num_updates} updates; compiled in {compile_seconds:.1f}s"
-    )
-    eval_seed = config.seed + 1_000_003
-    steps_per_update = config.steps_per_update
-    total_steps = config.num_updates * steps_per_update
-    history: list[dict[str, Any]] = []
-    train_seconds, eval_return = 0.0, None
-    num_calls = -(-config.num_updates // config.updates_per_call)
-    for call in range(num_calls):
-        first = call * config.updates_per_call
-        last = min(first + config.updates_per_call, config.num_updates)
-        start = time.perf_counter()
-        state, metrics = program.train_call(state, first)
-        summary = summarize_call(metrics)  # device_get blocks until done
-        seconds = time.perf_counter() - start
-        train_seconds += seconds
-        check_finite(summary, first, last)
-        step = last * steps_per_update
-        summary["sps"] = (last - first) * steps_per_update * config.num_seeds / seconds
-        summary["updates"] = last
-        if (config.eval_every and (call + 1) % config.eval_every == 0) or call == num_calls - 1:
-            eval_return = program.evaluate(state, eval_seed + call)
-            summary["eval_return"] = eval_return
-        logger.log(step, summary)
-        history.append({"step": step, **summary})
-        logger.progress(step, total_steps, summary["sps"], {
-            "return": float(np.nanmean(summary["episode_return"])) if np.isfinite(summary["episode_return"]).any() else None,
-            "eval": float(np.mean(summary["eval_return"])) if "eval_return" in summary else None,
-        })
-    sps = total_steps * config.num_seeds / max(train_seconds, 1e-9)
-    logger.info(f"done: {total_steps:,} steps/seed, {sps:,.0f} SPS, final greedy return "
-                f"{np.round(eval_return, 1).tolist() if eval_return is not None else 'n/a'}")
-    return AnakinResult(state, history, eval_return, compile_seconds, sps, logger.run_dir)

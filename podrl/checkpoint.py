@@ -1,0 +1,193 @@
+"""Checkpoints with orbax: the whole training state plus the resolved config.
+
+A checkpoint is one orbax step directory holding three items:
+  "state"   the layout's full state pytree (Anakin: train state, env states,
+            keys; Sebulba: the learner's train state and keys), PRNG keys stored
+            as their raw key data;
+  "params"  the params alone, so `scripts/evaluate.py` can load them without
+            rebuilding the training state;
+  "config"  the resolved run config as JSON (layout, run, agent type, agent).
+orbax writes a step into a temporary directory and renames it when complete, so
+a process killed while saving leaves the previous checkpoint intact and loadable.
+Saves are synchronous: the next compiled call donates the buffers being saved.
+No pickle anywhere: arrays go through tensorstore, the config through JSON.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from podrl.config import CheckpointConfig
+from podrl.errors import ConfigError
+
+SAFE_TO_CHANGE = {"total_steps", "logging", "eval_every", "eval_episodes", "eval_max_steps", "checkpoint",
+                  "updates_per_call", "log_every", "timeout_s"}
+"""Run fields that may differ between a checkpoint and the run resuming it."""
+
+
+def checkpoint_dir(config: CheckpointConfig, run_dir: str | None) -> str | None:
+    """The folder checkpoints go to, or None when this run writes no checkpoints."""
+    if config.directory is not None:
+        return os.path.abspath(config.directory)
+    return os.path.join(os.path.abspath(run_dir), "checkpoints") if run_dir else None
+
+
+def resume_dir(path: str) -> str:
+    """Accepts a checkpoint folder or a run folder holding `checkpoints/`."""
+    nested = os.path.join(path, "checkpoints")
+    return os.path.abspath(nested if os.path.isdir(nested) else path)
+
+
+def _keys_to_data(tree: Any) -> Any:
+    return jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
+
+
+def _is_key(x: Any) -> bool:
+    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _data_to_keys(tree: Any, like: Any) -> Any:
+    return jax.tree.map(lambda x, ref: jax.random.wrap_key_data(x, impl=jax.random.key_impl(ref))
+                        if _is_key(ref) else x, tree, like)
+
+
+def _abstract(tree: Any) -> Any:
+    """Shape/dtype/sharding targets for restoring `tree` (keys as key data)."""
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+                        if isinstance(x, jax.Array) else x, _keys_to_data(tree))
+
+
+class Checkpointer:
+    """Saves and restores (state, params, config) steps in one folder."""
+
+    def __init__(self, directory: str, keep: int = 3, read_only: bool = False):
+        self.directory = directory
+        options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=not read_only, read_only=read_only,
+                                               enable_async_checkpointing=False)
+        self.manager = ocp.CheckpointManager(directory, options=options, item_names=("state", "params", "config"))
+
+    def save(self, step: int, state: Any, params: Any, config: dict[str, Any]) -> None:
+        """Writes checkpoint `step` (atomically) and waits until it is on disk."""
+        self.manager.save(step, args=ocp.args.Composite(
+            state=ocp.args.StandardSave(_keys_to_data(state)),
+            params=ocp.args.StandardSave(_keys_to_data(params)),
+            config=ocp.args.JsonSave(config),
+        ), force=True)
+        self.manager.wait_until_finished()
+
+    def latest_step(self) -> int | None:
+        return self.manager.latest_step()
+
+    def read_config(self, step: int | None = None) -> dict[str, Any]:
+        step = self._step(step)
+        return self.manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore())).config
+
+    def restore_state(self, like: Any, step: int | None = None) -> Any:
+        """The saved state, laid out (shapes, dtypes, shardings) like `like`."""
+        step = self._step(step)
+        restored = self.manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(_abstract(like))))
+        return _data_to_keys(restored.state, like)
+
+    def restore_params(self, like: Any, step: int | None = None) -> Any:
+        step = self._step(step)
+        restored = self.manager.restore(step, args=ocp.args.Composite(params=ocp.args.StandardRestore(_abstract(like))))
+        return _data_to_keys(restored.params, like)
+
+    def _step(self, step: int | None) -> int:
+        step = self.latest_step() if step is None else step
+        if step is None:
+            raise FileNotFoundError(f"no complete checkpoint in {self.directory}")
+        return step
+
+    def close(self) -> None:
+        self.manager.close()
+
+
+def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Dotted names (with both values) of the fields that differ, safe run fields aside."""
+
+    def strip(config: dict[str, Any]) -> dict[str, Any]:
+        run = {k: v for k, v in config.get("run", {}).items() if k not in SAFE_TO_CHANGE}
+        return {**config, "run": run}
+
+    return _differences(strip(saved), strip(current), "")
+
+
+def _differences(saved: dict[str, Any], current: dict[str, Any], prefix: str) -> list[str]:
+    diffs = []
+    for key in sorted(set(saved) | set(current)):
+        a, b, name = saved.get(key), current.get(key), f"{prefix}{key}"
+        if isinstance(a, dict) and isinstance(b, dict):
+            diffs.extend(_differences(a, b, name + "."))
+        elif _normalise(a) != _normalise(b):
+            diffs.append(f"{name} (checkpoint: {a!r}, now: {b!r})")
+    return diffs
+
+
+def resolved_config(layout: str, run: Any, agent: Any) -> dict[str, Any]:
+    """The JSON document saved with every checkpoint and compared on resume."""
+    from podrl.logging import jsonable
+
+    return {"layout": layout, "run": jsonable(run), "agent_type": type(agent).__name__, "agent": jsonable(agent)}
+
+
+def _normalise(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_normalise(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
+    """Refuses a resume whose config differs from the checkpoint's, naming every field."""
+    diffs = config_differences(saved, current)
+    if diffs:
+        raise ConfigError("resume", "the checkpoint was written by a different config; differing fields: "
+                          + "; ".join(diffs) + f". Only {sorted(SAFE_TO_CHANGE)} may change on resume.")
+
+
+class RunCheckpoints:
+    """A run's checkpointing: where, when, and the config saved with (and checked against) each step."""
+
+    def __init__(self, settings: CheckpointConfig, run_dir: str | None, config: dict[str, Any]):
+        self.settings, self.config = settings, config
+        directory = checkpoint_dir(settings, run_dir)
+        if directory is None and settings.resume is not None:
+            directory = resume_dir(settings.resume)  # keep writing where the run left off
+        self.checkpointer = Checkpointer(directory, settings.keep) if directory else None
+        self.last_saved: int | None = None
+
+    @property
+    def directory(self) -> str | None:
+        return self.checkpointer.directory if self.checkpointer else None
+
+    def restore(self, like: Any) -> Any:
+        """The state to resume from (checked config), or `like` when not resuming."""
+        if self.settings.resume is None:
+            return like
+        source = Checkpointer(resume_dir(self.settings.resume), read_only=True)
+        try:
+            check_resumable(source.read_config(), self.config)
+            return source.restore_state(like)
+        finally:
+            source.close()
+
+    def save(self, update: int, state: Any, params: Any) -> None:
+        if self.checkpointer is not None and update != self.last_saved:
+            self.checkpointer.save(update, state, params, self.config)
+            self.last_saved = update
+
+    def describe_last(self) -> str:
+        if self.last_saved is None:
+            return "no checkpoint was saved in this run"
+        return f"last good checkpoint: update {self.last_saved} in {self.directory}"
+
+    def close(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.close()

@@ -1,0 +1,188 @@
+"""Plot the metrics.jsonl of one or more podrl run directories as PNG files.
+
+    python scripts/plot.py runs/CartPole-v1__anakin__seed0__20250101-120000 runs/other_run --out plots
+
+Writes three figures into --out (created if missing):
+  return_vs_steps.png       episode return (solid) and greedy eval return (dashed, markers) vs env steps
+  return_vs_wall_time.png   the same vs wall-clock seconds since the run started (compile included)
+  sps_vs_steps.png          env steps per second vs env steps
+One colour per run; the legend is the run directory's name, with the layout, env
+and agent read from its config.json when there is one. Multi-seed runs
+(`--num-seeds N`, records with `<key>_per_seed` lists) are drawn as the mean over
+seeds with a shaded min-max band. A directory without metrics.jsonl is an error
+(exit code 2, naming the path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+RETURN_KEYS = (("episode_return", "episode return", "-", None), ("eval_return", "eval return (greedy)", "--", "o"))
+"""(metrics key, legend suffix, line style, marker)."""
+
+FIGURES = ("return_vs_steps.png", "return_vs_wall_time.png", "sps_vs_steps.png")
+
+
+class PlotError(Exception):
+    """A user error (bad path, unreadable metrics) reported with exit code 2."""
+
+
+class Run(NamedTuple):
+    path: Path
+    label: str
+    records: list[dict[str, Any]]
+
+
+class Series(NamedTuple):
+    x: list[float]
+    mean: list[float]
+    low: list[float] | None  # min over seeds (multi-seed runs only)
+    high: list[float] | None
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The records of `path/metrics.jsonl`; a half-written last line is skipped."""
+    metrics = path / "metrics.jsonl"
+    if not path.is_dir():
+        raise PlotError(f"{path}: no such directory" if not path.exists() else f"{path}: not a directory")
+    if not metrics.is_file():
+        raise PlotError(f"{path}: no metrics.jsonl in this directory (is it a podrl run directory?)")
+    lines = [line for line in metrics.read_text().splitlines() if line.strip()]
+    records = []
+    for i, line in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if i == len(lines) - 1:  # a run still writing
+                break
+            raise PlotError(f"{metrics}: line {i + 1} is not JSON ({e})") from None
+    if not records:
+        raise PlotError(f"{metrics}: no records")
+    return records
+
+
+def run_label(path: Path, qualified: bool = False) -> str:
+    """`<dir name> (<layout>, <env>, <agent>)` from config.json where present
+    (`<parent>/<dir name>` when `qualified`, for runs whose names collide)."""
+    resolved = path.resolve()
+    name = f"{resolved.parent.name}/{resolved.name}" if qualified else resolved.name
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return name
+    run, agent = config.get("run", {}), config.get("agent", {})
+    parts = []
+    if isinstance(run, dict):
+        if "num_seeds" in run:
+            parts.append("anakin" + (f", {run['num_seeds']} seeds" if run.get("num_seeds", 1) > 1 else ""))
+        elif "actor_devices" in run:
+            parts.append("sebulba")
+        if run.get("env"):
+            parts.append(str(run["env"]))
+    if isinstance(agent, dict):
+        if "clip_eps" in agent:
+            parts.append("PPO")
+        elif "vtrace_lambda" in agent:
+            parts.append("IMPALA")
+    return f"{name} ({', '.join(parts)})" if parts else name
+
+
+def series(records: list[dict[str, Any]], x_key: str, y_key: str) -> Series | None:
+    """The records that have a finite `y_key`, with a min-max band from `<y_key>_per_seed`."""
+    xs, means, lows, highs, banded = [], [], [], [], False
+    for r in records:
+        x, y = _number(r.get(x_key)), _number(r.get(y_key))
+        per_seed = [_number(v) for v in r.get(y_key + "_per_seed") or []]
+        finite = [v for v in per_seed if math.isfinite(v)]
+        if not math.isfinite(y) and finite:
+            y = sum(finite) / len(finite)
+        if not (math.isfinite(x) and math.isfinite(y)):
+            continue
+        xs.append(x)
+        means.append(y)
+        banded = banded or len(per_seed) > 1
+        lows.append(min(finite) if finite else y)
+        highs.append(max(finite) if finite else y)
+    if not xs:
+        return None
+    return Series(xs, means, lows if banded else None, highs if banded else None)
+
+
+def draw(ax, s: Series, color, label: str, linestyle: str = "-", marker: str | None = None) -> None:
+    ax.plot(s.x, s.mean, color=color, linestyle=linestyle, marker=marker, markersize=4, label=label)
+    if s.low is not None:
+        ax.fill_between(s.x, s.low, s.high, color=color, alpha=0.2, linewidth=0)
+
+
+def figure(runs: list[Run], x_key: str, y_specs, xlabel: str, ylabel: str, title: str, path: Path) -> None:
+    """One figure: every run, every (key, suffix, style, marker) in `y_specs`."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    drawn = 0
+    for i, run in enumerate(runs):
+        for key, suffix, style, marker in y_specs:
+            s = series(run.records, x_key, key)
+            if s is None:
+                continue
+            label = run.label if len(y_specs) == 1 else f"{run.label}: {suffix}"
+            if s.low is not None:
+                label += " (mean, min-max over seeds)"
+            draw(ax, s, colors[i % len(colors)], label, style, marker if len(s.x) < 60 else None)
+            drawn += 1
+    if not drawn:
+        ax.text(0.5, 0.5, "no data for this plot in the given runs", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if drawn:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_runs(runs: list[Run], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / name for name in FIGURES]
+    figure(runs, "step", RETURN_KEYS, "env steps", "return", "Return vs env steps", paths[0])
+    figure(runs, "wall_time", RETURN_KEYS, "wall time (s since the run started)", "return",
+           "Return vs wall time", paths[1])
+    figure(runs, "step", (("sps", "SPS", "-", "o"),), "env steps", "env steps / s", "Throughput", paths[2])
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dirs", nargs="+", type=Path, help="run directories (each with a metrics.jsonl)")
+    parser.add_argument("--out", type=Path, default=Path("plots"), help="folder for the PNG files (default: plots)")
+    args = parser.parse_args(argv)
+    try:
+        names = [path.resolve().name for path in args.run_dirs]
+        runs = [Run(path, run_label(path, names.count(path.resolve().name) > 1), read_records(path))
+                for path in args.run_dirs]
+    except PlotError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for path in plot_runs(runs, args.out):
+        print(os.fspath(path))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
