@@ -157,9 +157,10 @@ class RunCheckpoints:
 
     def __init__(self, settings: CheckpointConfig, run_dir: str | None, config: dict[str, Any]):
         self.settings, self.config = settings, config
-        directory = checkpoint_dir(settings, run_dir)
-        if directory is None and settings.resume is not None:
-            directory = resume_dir(settings.resume)  # keep writing where the run left off
+        if settings.resume is not None and settings.directory is None:
+            directory = resume_dir(settings.resume)  # one lineage: keep writing where the run left off
+        else:
+            directory = checkpoint_dir(settings, run_dir)
         self.checkpointer = Checkpointer(directory, settings.keep) if directory else None
         self.last_saved: int | None = None
 

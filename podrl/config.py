@@ -9,6 +9,9 @@ with the field name.
 from __future__ import annotations
 
 import dataclasses
+from typing import Annotated
+
+import tyro
 
 from envs.registry import UnknownEnvError, check_name
 from podrl.errors import ConfigError, require_int, require_number
@@ -40,8 +43,8 @@ class CheckpointConfig:
     keep: int = 3
     """Keep the newest this many checkpoints."""
     directory: str | None = None
-    """Where checkpoints go; None = '<run dir>/checkpoints' (no checkpoints when the run writes no files)."""
-    resume: str | None = None
+    """Where checkpoints go; None = the folder resumed from, else '<run dir>/checkpoints' (none without a run dir)."""
+    resume: Annotated[str | None, tyro.conf.arg(aliases=("--resume",))] = None
     """Resume from this checkpoint directory (or run directory); the config must match but for safe fields."""
     stop_after_updates: int | None = None
     """End this job after this many updates in all (saving a checkpoint first); --resume continues it."""
