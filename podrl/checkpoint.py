@@ -159,6 +159,11 @@ class RunCheckpoints:
         self.settings, self.config = settings, config
         if settings.resume is not None and settings.directory is None:
             directory = resume_dir(settings.resume)  # one lineage: keep writing where the run left off
+        elif jax.process_count() > 1 and settings.directory is None:
+            directory = None  # only process 0 has a run dir; every process must save to the same folder
+            if settings.every_updates or settings.every_seconds or settings.stop_after_updates:
+                raise ConfigError("checkpoint.directory", "a multi-process run checkpoints only into a folder "
+                                  "every process can reach: give --checkpoint.directory (e.g. a shared disk or GCS)")
         else:
             directory = checkpoint_dir(settings, run_dir)
         self.checkpointer = Checkpointer(directory, settings.keep) if directory else None

@@ -85,7 +85,11 @@ class Point:
 
     def train_args(self, run_dir: str) -> list[str]:
         """The training command's own flags (the launcher appends the distributed ones)."""
-        logging = ["--logging.run-dir", run_dir, "--logging.run-name", "r", "--logging.no-tensorboard"]
+        logging = ["--logging.run-dir", run_dir, "--logging.run-name", "r", "--logging.no-tensorboard",
+                   # An explicit checkpoint folder, the same on every process: by default the folder is
+                   # '<run dir>/checkpoints' and only process 0 has a run dir, so only process 0 would
+                   # build orbax's CheckpointManager (a cross-process barrier) and the run deadlocks.
+                   "--checkpoint.directory", os.path.join(run_dir, "checkpoints")]
         if self.layout == "anakin":
             total = self.updates * self.envs_total * self.rollout_length  # per seed, global program
             return ["--env", self.env, "--num-envs", str(self.envs_total), "--rollout-length",

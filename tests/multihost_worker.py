@@ -22,6 +22,9 @@ def main() -> None:
     parser.add_argument("--num-processes", type=int)
     parser.add_argument("--process-id", type=int)
     parser.add_argument("--cpu-devices", type=int)
+    parser.add_argument("--checkpoint-dir")
+    parser.add_argument("--stop-after", type=int)
+    parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
 
     import jax
@@ -39,7 +42,11 @@ def main() -> None:
         from podrl.anakin import train_anakin
         from podrl.config import AnakinConfig
 
-        config = anakin_config(args.updates, quiet)
+        from podrl.config import CheckpointConfig
+
+        checkpoint = CheckpointConfig(directory=args.checkpoint_dir, stop_after_updates=args.stop_after,
+                                      resume=args.checkpoint_dir if args.resume else None)
+        config = anakin_config(args.updates, quiet, checkpoint)
         result = train_anakin(config, PPOConfig())
         params, local_steps, global_steps = result.state.train_state.params, 0, 0
     else:
@@ -55,11 +62,12 @@ def main() -> None:
              local_steps=local_steps, global_steps=global_steps)
 
 
-def anakin_config(updates: int, logging):
-    from podrl.config import AnakinConfig
+def anakin_config(updates: int, logging, checkpoint=None):
+    from podrl.config import AnakinConfig, CheckpointConfig
 
     return AnakinConfig(env="CartPole-v1", num_envs=8, rollout_length=16, total_steps=8 * 16 * updates,
-                        updates_per_call=2, eval_every=0, eval_episodes=8, logging=logging)
+                        updates_per_call=2, eval_every=0, eval_episodes=8, logging=logging,
+                        checkpoint=checkpoint or CheckpointConfig())
 
 
 if __name__ == "__main__":

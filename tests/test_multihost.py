@@ -59,6 +59,24 @@ def test_anakin_two_processes_match_one_process_with_four_devices(tmp_path, cpu_
         np.testing.assert_allclose(a[0], b, atol=1e-5)
 
 
+@pytest.mark.timeout(400)
+def test_anakin_two_processes_checkpoint_and_resume_consistently(tmp_path):
+    """Both processes save into one shared folder, stop after 2 of 4 updates, restore the same
+    state on resume and end exactly where an uninterrupted 2-process run ends."""
+    whole, parts, shared = tmp_path / "whole", tmp_path / "parts", tmp_path / "ckpt"
+    whole.mkdir(), parts.mkdir()
+    base = WORKER + ["--layout", "anakin", "--updates", "4"]
+    for command in (base + ["--out", str(whole)],
+                    base + ["--out", str(parts), "--checkpoint-dir", str(shared), "--stop-after", "2"],
+                    base + ["--out", str(parts), "--checkpoint-dir", str(shared), "--resume"]):
+        result = launch(2, 2, command, timeout=180)
+        assert result.returncode == 0, result.stdout[-4000:]
+    assert "updates 2..4 of 4" in result.stdout
+    for name in ("p0.npz", "p1.npz"):
+        for a, b in zip(load(whole / name)[0], load(parts / name)[0]):
+            np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.timeout(300)
 def test_sebulba_two_processes_share_one_learner(tmp_path):
     result = launch(2, 2, WORKER + ["--layout", "sebulba", "--out", str(tmp_path), "--updates", "6"], timeout=280)

@@ -16,7 +16,7 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 from envs.host import HostVectorEnv
 from envs.types import TimeStep
@@ -152,8 +152,6 @@ def place_on_learners(trajectory: Trajectory, shardings: Trajectory) -> Trajecto
 
 def trajectory_shardings(mesh, data_axis: str, example: Trajectory) -> Trajectory:
     """Learner shardings: `[T, B]` fields split along B, actor state along its leading B."""
-    from jax.sharding import PartitionSpec as P
-
     time_major = NamedSharding(mesh, P(None, data_axis))
     batch_major = NamedSharding(mesh, P(data_axis))
     return Trajectory(

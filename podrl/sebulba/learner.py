@@ -29,9 +29,9 @@ def concat_batches(pieces: list[Trajectory]) -> Trajectory:
     """Joins `[T, B_i]` trajectories along the batch axis (actor state along its axis 0)."""
     if len(pieces) == 1:
         return pieces[0]
-    time_major = [jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1), *[p._replace(actor_state=()) for p in pieces])]
+    steps = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1), *[p._replace(actor_state=()) for p in pieces])
     actor_state = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *[p.actor_state for p in pieces])
-    return time_major[0]._replace(actor_state=actor_state)
+    return steps._replace(actor_state=actor_state)
 
 
 def make_learner_step(agent: Agent, mesh: Mesh, num_pieces: int) -> Callable:

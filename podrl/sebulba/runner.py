@@ -115,7 +115,7 @@ def _run(config: SebulbaConfig, setup: ActorSetup, logger, checkpoints) -> Sebul
             raise
     checkpoints.save(loop.done, loop.train_state, loop.train_state.params)
     stopped_by = stop.received or ("stop_after_updates" if loop.done < config.num_updates else None)
-    seconds = time.perf_counter() - loop.train_start
+    seconds = loop.training_seconds()
     final_eval = loop.history[-1].get("eval_return") if loop.history else None
     return SebulbaResult(loop.train_state, loop.history, loop.lags, final_eval, loop.global_steps / seconds,
                          compile_seconds, loop.env_steps, loop.global_steps, logger.run_dir,
@@ -133,6 +133,7 @@ class _LearnerLoop:
         self.lags = np.zeros((config.num_updates, len(setup.threads)), np.int64)
         self.env_steps = self.global_steps = 0
         self.train_start = time.perf_counter()
+        self.eval_seconds = 0.0  # kept out of SPS
 
     def update(self, i: int) -> None:
         setup, config = self.setup, self.config
@@ -152,13 +153,19 @@ class _LearnerLoop:
         if (i + 1) % config.log_every == 0 or i + 1 == setup.limit:
             self._log(i + 1)
 
+    def training_seconds(self) -> float:
+        """Wall time since training started, evaluation excluded."""
+        return time.perf_counter() - self.train_start - self.eval_seconds
+
     def _log(self, updates: int) -> None:
         config = self.config
         self.global_steps = int(host_sum(np.array([self.env_steps]))[0])
-        record = self.stats.flush(self.global_steps, time.perf_counter() - self.train_start)
+        record = self.stats.flush(self.global_steps, self.training_seconds())
         due = (config.eval_every and updates % config.eval_every == 0) or updates == self.setup.limit
         if due and config.eval_episodes and is_main_process():
+            start = time.perf_counter()
             record["eval_return"] = self.setup.evaluate(self.train_state.params)
+            self.eval_seconds += time.perf_counter() - start
         self.logger.log(self.global_steps, record)
         self.history.append({"step": self.global_steps, "updates": updates, **record})
         total = config.num_updates * config.steps_per_update * jax.process_count()
