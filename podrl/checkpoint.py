@@ -1,12 +1,16 @@
 """Checkpoints with orbax: the whole training state plus the resolved config.
 
-A checkpoint is one orbax step directory holding three items:
+A checkpoint is one orbax step directory holding four items:
   "state"   the layout's full state pytree (Anakin: train state, env states,
             keys; Sebulba: the learner's train state and keys), PRNG keys stored
             as their raw key data;
   "params"  the params alone, so `scripts/evaluate.py` can load them without
             rebuilding the training state;
-  "config"  the resolved run config as JSON (layout, run, agent type, agent).
+  "config"  the resolved run config as JSON (layout, run, agent type, agent);
+  "digest"  a sha256 of every array this process can read in full, checked on
+            restore: tensorstore keeps no checksum, and flipped bytes would
+            otherwise load as garbage.
+Any restore failure is a `CheckpointError` naming the step folder and the cause.
 orbax writes a step into a temporary directory and renames it when complete, so
 a process killed while saving leaves the previous checkpoint intact and loadable.
 Saves are synchronous: the next compiled call donates the buffers being saved.
@@ -56,6 +60,23 @@ def _data_to_keys(tree: Any, like: Any) -> Any:
                         if _is_key(ref) else x, tree, like)
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, incomplete or corrupted (the message names its folder)."""
+
+
+def _digest(tree: Any) -> dict[str, str]:
+    """sha256 of each fully addressable leaf (key data for keys), by tree path."""
+    import hashlib
+
+    out = {}
+    for path, leaf in jax.tree_util.tree_leaves_with_path(_keys_to_data(tree)):
+        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+            continue  # another process holds part of it; that process checks its own shards
+        data = np.ascontiguousarray(np.asarray(leaf))
+        out[jax.tree_util.keystr(path)] = hashlib.sha256(data.tobytes() + str(data.dtype).encode()).hexdigest()
+    return out
+
+
 def _abstract(tree: Any) -> Any:
     """Shape/dtype/sharding targets for restoring `tree` (keys as key data)."""
     return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
@@ -69,7 +90,8 @@ class Checkpointer:
         self.directory = directory
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=not read_only, read_only=read_only,
                                                enable_async_checkpointing=False)
-        self.manager = ocp.CheckpointManager(directory, options=options, item_names=("state", "params", "config"))
+        self.manager = ocp.CheckpointManager(directory, options=options,
+                                             item_names=("state", "params", "config", "digest"))
 
     def save(self, step: int, state: Any, params: Any, config: dict[str, Any]) -> None:
         """Writes checkpoint `step` (atomically) and waits until it is on disk."""
@@ -77,6 +99,7 @@ class Checkpointer:
             state=ocp.args.StandardSave(_keys_to_data(state)),
             params=ocp.args.StandardSave(_keys_to_data(params)),
             config=ocp.args.JsonSave(config),
+            digest=ocp.args.JsonSave({"state": _digest(state), "params": _digest(params)}),
         ), force=True)
         self.manager.wait_until_finished()
 
@@ -84,24 +107,41 @@ class Checkpointer:
         return self.manager.latest_step()
 
     def read_config(self, step: int | None = None) -> dict[str, Any]:
-        step = self._step(step)
-        return self.manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore())).config
+        return self._restore("config", ocp.args.JsonRestore(), step)
 
     def restore_state(self, like: Any, step: int | None = None) -> Any:
-        """The saved state, laid out (shapes, dtypes, shardings) like `like`."""
-        step = self._step(step)
-        restored = self.manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(_abstract(like))))
-        return _data_to_keys(restored.state, like)
+        """The saved state, laid out (shapes, dtypes, shardings) like `like`; digest-checked."""
+        return self._restore_checked("state", like, step)
 
     def restore_params(self, like: Any, step: int | None = None) -> Any:
+        return self._restore_checked("params", like, step)
+
+    def _restore_checked(self, item: str, like: Any, step: int | None) -> Any:
         step = self._step(step)
-        restored = self.manager.restore(step, args=ocp.args.Composite(params=ocp.args.StandardRestore(_abstract(like))))
-        return _data_to_keys(restored.params, like)
+        restored = _data_to_keys(self._restore(item, ocp.args.StandardRestore(_abstract(like)), step), like)
+        expected = self._restore("digest", ocp.args.JsonRestore(), step)[item]
+        for path, digest in _digest(restored).items():
+            if expected.get(path) != digest:
+                raise CheckpointError(f"checkpoint step {step} in {self.directory} is corrupted: {item}{path} "
+                                      "does not match the digest written with it")
+        return restored
+
+    def _restore(self, item: str, args: Any, step: int | None) -> Any:
+        step = self._step(step)
+        try:
+            return getattr(self.manager.restore(step, args=ocp.args.Composite(**{item: args})), item)
+        except Exception as e:  # orbax/tensorstore raise many kinds, with long messages
+            cause = e
+            while cause.__cause__ is not None:
+                cause = cause.__cause__
+            first_line = str(cause).strip().splitlines()[0][:300] if str(cause).strip() else type(cause).__name__
+            raise CheckpointError(f"cannot restore {item} of step {step} in {self.directory}: "
+                                  f"{type(cause).__name__}: {first_line}") from e
 
     def _step(self, step: int | None) -> int:
         step = self.latest_step() if step is None else step
         if step is None:
-            raise FileNotFoundError(f"no complete checkpoint in {self.directory}")
+            raise CheckpointError(f"no complete checkpoint in {self.directory}")
         return step
 
     def close(self) -> None:
