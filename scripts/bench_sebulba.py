@@ -128,6 +128,38 @@ def summarize_history(history: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+class CpuSampler:
+    """Samples this process's CPU time (all threads) every `interval` s, to tell how many
+    cores a run actually got on a shared machine: `cores_used(seconds)` over the last `seconds`."""
+
+    def __init__(self, interval: float = 0.2):
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.perf_counter(), time.process_time()))
+            self._stop.wait(interval)
+
+    def __enter__(self) -> "CpuSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append((time.perf_counter(), time.process_time()))
+
+    def cores_used(self, seconds: float) -> float | None:
+        end_wall, end_cpu = self.samples[-1]
+        earlier = [s for s in self.samples if s[0] <= end_wall - seconds]
+        if not earlier:
+            return None
+        start_wall, start_cpu = earlier[-1]
+        return (end_cpu - start_cpu) / (end_wall - start_wall)
+
+
 def measure_sebulba(m: Measurement) -> dict[str, Any]:
     """Trains PPO with `train_sebulba`; returns steps/s, compile seconds and stage timings."""
     from agents.ppo import PPOConfig
@@ -143,15 +175,18 @@ def measure_sebulba(m: Measurement) -> dict[str, Any]:
     )
     agent_config = PPOConfig(num_minibatches=m.num_minibatches, num_epochs=m.num_epochs)
     start = time.perf_counter()
-    result = train_sebulba(config, agent_config)
+    with CpuSampler() as cpu:
+        result = train_sebulba(config, agent_config)
     wall = time.perf_counter() - start
+    train_seconds = result.env_steps / result.steps_per_second
     return {
         "steps_per_second": float(result.steps_per_second),
         "compile_seconds": float(result.compile_seconds),
         "steps_measured": int(result.env_steps),
         "updates": num_updates,
-        "train_seconds": result.env_steps / result.steps_per_second,
+        "train_seconds": train_seconds,
         "child_wall_seconds": wall,
+        "cpu_cores_used": cpu.cores_used(train_seconds),  # the training part (closing envs included)
         **summarize_history(result.history),
     }
 
@@ -164,7 +199,7 @@ def _step_loop(env, seed: int, barrier: threading.Barrier, deadline: list[float]
     num_actions, n = env.action_spec().num_values, env.num_envs
     for _ in range(3):  # warm-up, not timed
         env.step(rng.integers(0, num_actions, n))
-    barrier.wait()
+    barrier.wait(timeout=300)  # a thread that failed before it breaks the barrier (no hang)
     steps = 0
     while time.perf_counter() < deadline[0]:
         env.step(rng.integers(0, num_actions, n))
@@ -193,10 +228,11 @@ def measure_ceiling(m: Measurement) -> dict[str, Any]:
     threads = [threading.Thread(target=_step_loop, args=(env, m.seed + j, barrier, deadline, out, j), daemon=True)
                for j, env in enumerate(envs)]
     try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        with CpuSampler(interval=0.05) as cpu:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
     finally:
         for env in envs:
             env.close()
@@ -205,7 +241,7 @@ def measure_ceiling(m: Measurement) -> dict[str, Any]:
     steps = sum(s for s, _ in out)
     seconds = max(end for _, end in out) - clock[0]
     return {"steps_per_second": steps / seconds, "steps_measured": steps, "seconds": seconds,
-            "setup_seconds": setup_seconds}
+            "setup_seconds": setup_seconds, "cpu_cores_used": cpu.cores_used(seconds)}
 
 
 def run_child(spec_json: str) -> int:
@@ -354,6 +390,8 @@ def make_row(p: Point, args: argparse.Namespace, ceiling_runs: list, sebulba_run
         "fraction_of_ceiling": sps / ceiling if (sps and ceiling) else None,
         "target_fraction": TARGETS.get(p.env),
         "policy_lag_mean": _median(ok, "policy_lag_mean"),
+        "cpu_cores_used": _median(ok, "cpu_cores_used"),
+        "ceiling_cpu_cores_used": _median(ceiling_ok, "cpu_cores_used"),
         "stage_seconds_per_update": _median_stages(ok),
         "runs": sebulba_runs,
         "ceiling_runs": ceiling_runs,
@@ -401,10 +439,12 @@ def caption(args: argparse.Namespace) -> str:
         "excluded); ceiling = the same host vector env(s), one per actor thread, stepped concurrently "
         "with random actions and nothing else. PPO "
         f"({args.num_epochs} epochs x {args.num_minibatches} minibatches), 2 CPU JAX devices (actor 0, "
-        "learner 1). Timings are ms per update (one rollout from every thread), steady-state windows: "
+        "learner 1). cores S/ceil = CPU seconds per second the Sebulba child (training part) / the "
+        "ceiling child used: below 2 means the run did not get both cores (idle waits or other tenants). "
+        "Timings are ms per update (one rollout from every thread), steady-state windows: "
         "wall = steps per update / steady steps/s; env, infer (act call + device_get), put wait and "
         "actor other (wall - env - infer - put wait: params wait, numpy stacking, device_put to the "
-        "learner, Python) are per actor thread; learn = learner step incl. publishing params, "
+        "learner, Python; slightly negative in short runs, where a window consumes rollouts collected in the one before) are per actor thread; learn = learner step incl. publishing params, "
         "l.wait = learner waiting for rollouts."
     )
 
@@ -413,8 +453,9 @@ def markdown_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     """The results as a markdown table with its caption."""
     lines = [
         "| env | threads x envs | lag | steps/s | ceiling steps/s | Sebulba/ceiling | target | compile s "
-        "| wall ms | env ms | infer ms | put wait ms | actor other ms | learn ms | l.wait ms | policy lag |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| cores S/ceil | wall ms | env ms | infer ms | put wait ms | actor other ms | learn ms | l.wait ms "
+        "| policy lag |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         b = r.get("per_thread_ms_per_update") or {}
@@ -426,6 +467,7 @@ def markdown_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
             _fmt(r["fraction_of_ceiling"], ".1%") + mark,
             _fmt(r["target_fraction"], ".0%"),
             _fmt(r["compile_seconds"], ".1f"),
+            f"{_fmt(r['cpu_cores_used'], '.2f')}/{_fmt(r['ceiling_cpu_cores_used'], '.2f')}",
             *(_fmt(b.get(k), ".1f") for k in ("update_wall", "env_step", "inference", "actor_put_wait",
                                                 "actor_other", "learner_step", "learner_queue_wait")),
             _fmt(r["policy_lag_mean"], ".2f"),
@@ -467,7 +509,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--num-epochs", type=int, default=4, help="PPO epochs per update")
     parser.add_argument("--num-minibatches", type=int, default=4, help="PPO minibatches per epoch")
     parser.add_argument("--seconds", type=float, default=10.0,
-                        help=f"size Sebulba runs for this long at {SIZING_RATIO:.0%} of the ceiling")
+                        help=f"size Sebulba runs for this long at {SIZING_RATIO * 100:.0f}%% of the ceiling")
     parser.add_argument("--ceiling-seconds", type=float, default=5.0, help="env-only runs step this long")
     parser.add_argument("--repeats", type=int, default=1, help="runs per point; the median is reported")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per subprocess")

@@ -80,3 +80,28 @@ def test_make_agent_for_discrete_and_continuous_specs():
         assert callable(agent.update) and agent.init_actor_state(4) == ()
     with pytest.raises(ValueError, match="total_updates"):
         PPOConfig().make_agent(EnvSpec(obs, specs.DiscreteArray(2)), total_updates=0)
+
+
+def test_big_models_keep_a_per_leaf_optimizer_small_ones_are_flattened():
+    """optax.flatten speeds up small MLPs but slows big ones (Atari frames) 4x; see clipped_flat_optimizer."""
+    import jax
+    import numpy as np
+    from dm_env import specs
+
+    from agents.actor_critic import FLATTEN_MAX_PARAMS, count_params
+    from agents.networks import make_network
+    from envs.types import EnvSpec
+
+    def spec(obs_size):
+        return EnvSpec(specs.Array((obs_size,), np.float32), specs.DiscreteArray(2))
+
+    small, big = spec(4), spec(2000)
+    config = PPOConfig()
+    n_small = count_params(make_network(small, config.hidden_sizes, config.activation), small)
+    n_big = count_params(make_network(big, config.hidden_sizes, config.activation), big)
+    assert n_small == 2 * (4 * 64 + 64 + 64 * 64 + 64) + (64 * 2 + 2) + (64 + 1)
+    assert n_small <= FLATTEN_MAX_PARAMS < n_big
+    for env_spec, flat in ((small, True), (big, False)):
+        state = config.make_agent(env_spec, 10).init(jax.random.key(0), env_spec)
+        mu_leaves = jax.tree.leaves(state.opt_state)
+        assert (max(x.ndim for x in mu_leaves) == 1) == flat  # flattened state is all 1-D vectors

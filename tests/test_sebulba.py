@@ -158,7 +158,7 @@ def test_metrics_report_stages_lag_and_queues(cpu_devices):
     record = result.history[-1]
     for key in ("sps", "episode_return", "policy_lag_mean", "policy_lag_max", "queue_depth", "time/env_step_s",
                 "time/inference_s", "time/learner_step_s", "time/learner_queue_wait_s",
-                "time/actor_queue_put_wait_s", "train/policy_loss", "eval_return"):
+                "time/actor_queue_put_wait_s", "time/actor_params_wait_s", "train/policy_loss", "eval_return"):
         assert key in record, key
     assert record["policy_lag_max"] == 1 and record["sps"] > 0
     assert len(result.history) == 3

@@ -28,14 +28,16 @@ from podrl.types import Agent, Metrics, TrainState, Trajectory
 Array = jax.Array
 
 
-def make_optimizer(config: ImpalaConfig, total_updates: int) -> tuple[optax.GradientTransformation, Any]:
-    """`(optimizer, schedule)`: global-norm clip then Adam or RMSProp, on one flattened vector."""
+def make_optimizer(config: ImpalaConfig, total_updates: int,
+                   num_params: int | None = None) -> tuple[optax.GradientTransformation, Any]:
+    """`(optimizer, schedule)`: global-norm clip then Adam or RMSProp, flattened for small models
+    (`num_params`, see `agents.actor_critic.clipped_flat_optimizer`)."""
     schedule = lr_schedule(config.learning_rate, config.anneal_lr, config.num_optimizer_steps(total_updates))
     if config.optimizer == "adam":
         base = optax.adam(schedule, eps=config.optimizer_eps)
     else:
         base = optax.rmsprop(schedule, decay=0.99, eps=config.optimizer_eps)
-    return clipped_flat_optimizer(config.max_grad_norm, base), schedule
+    return clipped_flat_optimizer(config.max_grad_norm, base, num_params), schedule
 
 
 def make_agent(config: ImpalaConfig, env_spec: EnvSpec, total_updates: int) -> Agent:

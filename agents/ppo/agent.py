@@ -27,10 +27,12 @@ from podrl.types import Agent, Metrics, TrainState, Trajectory
 Array = jax.Array
 
 
-def make_optimizer(config: PPOConfig, total_updates: int) -> tuple[optax.GradientTransformation, Any]:
-    """`(optimizer, schedule)`: global-norm clip then Adam, on one flattened vector."""
+def make_optimizer(config: PPOConfig, total_updates: int,
+                   num_params: int | None = None) -> tuple[optax.GradientTransformation, Any]:
+    """`(optimizer, schedule)`: global-norm clip then Adam, flattened for small models
+    (`num_params`, see `agents.actor_critic.clipped_flat_optimizer`)."""
     schedule = lr_schedule(config.learning_rate, config.anneal_lr, config.num_optimizer_steps(total_updates))
-    return clipped_flat_optimizer(config.max_grad_norm, optax.adam(schedule, eps=config.adam_eps)), schedule
+    return clipped_flat_optimizer(config.max_grad_norm, optax.adam(schedule, eps=config.adam_eps), num_params), schedule
 
 
 def make_agent(config: PPOConfig, env_spec: EnvSpec, total_updates: int) -> Agent:

@@ -70,6 +70,7 @@ class ActorThread(threading.Thread):
         self.initial_actor_state = self.actor_state
         self.stage, self.stage_since = "starting", time.monotonic()
         self.put_wait_seconds = 0.0  # total time blocked on a full queue
+        self.params_wait_seconds = 0.0  # total time waiting for the params version the protocol asks for
 
     def describe(self) -> str:
         """Where the thread is, for timeout messages."""
@@ -83,7 +84,9 @@ class ActorThread(threading.Thread):
         try:
             for i in self.rollouts:
                 self._enter("waiting for params")
+                start = time.perf_counter()
                 params, version = self.source.for_rollout(i, self.device_slot)
+                self.params_wait_seconds += time.perf_counter() - start
                 rollout = self._rollout(params, version, i)
                 self._enter("queue put")
                 start = time.perf_counter()

@@ -15,7 +15,7 @@ class WindowStats:
     def __init__(self, threads: list):
         self.threads = threads
         self._last_steps, self._last_time = 0, 0.0
-        self._last_put_wait = [0.0] * len(threads)
+        self._last_waits = {"put": 0.0, "params": 0.0}
         self._reset()
 
     def _reset(self) -> None:
@@ -48,9 +48,11 @@ class WindowStats:
         """The window's record (timings are per update, summed over threads for actor stages)."""
         record: dict[str, Any] = {k: float(np.mean(v)) for k, v in self.metrics.items()}
         record.update({k: v / self.updates for k, v in self.sums.items()})
-        put_wait = [t.put_wait_seconds for t in self.threads]
-        record["time/actor_queue_put_wait_s"] = (sum(put_wait) - sum(self._last_put_wait)) / self.updates
-        self._last_put_wait = put_wait
+        for name, attr, key in (("put", "put_wait_seconds", "time/actor_queue_put_wait_s"),
+                                ("params", "params_wait_seconds", "time/actor_params_wait_s")):
+            total = sum(getattr(t, attr) for t in self.threads)
+            record[key] = (total - self._last_waits[name]) / self.updates  # summed over threads
+            self._last_waits[name] = total
         record["sps"] = (env_steps - self._last_steps) / max(elapsed - self._last_time, 1e-9)
         self._last_steps, self._last_time = env_steps, elapsed
         returns, lengths, episodes = host_sum(np.array([self.returns, self.lengths, self.episodes]))
