@@ -27,19 +27,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
-import math
-import os
-import platform
-import statistics
-import subprocess
 import sys
 import time
 from typing import Any
 
-RESULT_PREFIX = "BENCH_RESULT "
-"""A child prints its result as one stdout line starting with this."""
+from bench_common import (add_child_run_flags, configure_cpu_devices, emit_result, finish, fmt, load_note, median_of,
+                          new_parser, repeats_document, run_child_script)
 
 REFERENCE_SPS = {"a_reference": 155_000.0, "b_throughput": 200_000.0}
 """Conservative reference steps/s from DESIGN.md (single-file JAX PPO, this machine):
@@ -68,15 +62,6 @@ class Measurement:
 
 
 # ---------------------------------------------------------------- child side
-
-
-def _configure_jax(devices: int) -> None:
-    """Splits the CPU into `devices` JAX devices; must run before any device use."""
-    import jax
-
-    jax.config.update("jax_num_cpu_devices", devices)
-    if jax.device_count() != devices:
-        raise RuntimeError(f"asked for {devices} devices, JAX has {jax.device_count()}")
 
 
 def measure_training(m: Measurement) -> dict[str, Any]:
@@ -172,9 +157,8 @@ def measure_env_only(m: Measurement) -> dict[str, Any]:
 def run_child(spec_json: str) -> int:
     """Child entry point: one measurement, printed as one RESULT_PREFIX line."""
     m = Measurement(**json.loads(spec_json))
-    _configure_jax(m.devices)
-    result = measure_training(m) if m.is_training else measure_env_only(m)
-    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    configure_cpu_devices(m.devices)
+    emit_result(measure_training(m) if m.is_training else measure_env_only(m))
     return 0
 
 
@@ -197,31 +181,9 @@ def plan(args: argparse.Namespace) -> list[Measurement]:
     return rows
 
 
-def child_env() -> dict[str, str]:
-    """The child's environment: CPU platform, no inherited forced device count."""
-    env = dict(os.environ)
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
-    env["XLA_FLAGS"] = " ".join(flags)
-    env.setdefault("JAX_PLATFORMS", "cpu")
-    return env
-
-
 def run_once(m: Measurement, timeout: float) -> dict[str, Any]:
     """Runs `m` in a fresh Python process; returns its result (or an `error`)."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(dataclasses.asdict(m))]
-    start = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=child_env())
-    except subprocess.TimeoutExpired:
-        proc = None
-    info = {"wall_seconds": time.perf_counter() - start, "load_1m": os.getloadavg()[0]}
-    if proc is None:
-        return {"error": f"timed out after {timeout:.0f}s", **info}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(RESULT_PREFIX):
-            return {**json.loads(line[len(RESULT_PREFIX):]), **info}
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
-    return {"error": f"exit code {proc.returncode}: " + "\n".join(tail), **info}
+    return run_child_script(__file__, dataclasses.asdict(m), timeout)
 
 
 def describe(m: Measurement) -> dict[str, Any]:
@@ -243,8 +205,8 @@ def summarize(m: Measurement, runs: list[dict[str, Any]]) -> dict[str, Any]:
     row = {
         "name": m.name, "config": describe(m), "devices": m.devices,
         "num_envs": m.num_envs, "rollout_length": m.rollout_length,
-        "steps_per_second": statistics.median(r["steps_per_second"] for r in ok) if ok else None,
-        "compile_seconds": statistics.median(r["compile_seconds"] for r in ok) if ok else None,
+        "steps_per_second": median_of(ok, "steps_per_second"),
+        "compile_seconds": median_of(ok, "compile_seconds"),
         "runs": runs,
     }
     if not ok:
@@ -288,10 +250,6 @@ def add_ratios(rows: list[dict[str, Any]]) -> None:
 # ---------------------------------------------------------------- report
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "n/a" if value is None or not math.isfinite(value) else format(value, spec)
-
-
 CAPTION = (
     "vs reference = our steps/s / the DESIGN.md reference figure for a widely used single-file "
     "JAX PPO on this machine (120-155k steps/s on (a) with 5-7 s compile; ~200k at 256 envs). "
@@ -309,48 +267,33 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     ]
     for r in rows:
         ratio = r.get("vs_reference") if r["name"] in TRAIN_ROWS else r.get("training_fraction_of_ceiling")
-        ratio_text = _fmt(ratio, ".2f") + ("x" if ratio is not None and r["name"] in TRAIN_ROWS else "")
+        ratio_text = fmt(ratio, ".2f") + ("x" if ratio is not None and r["name"] in TRAIN_ROWS else "")
         cells = [
             r["name"], str(r["devices"]), f"{r['num_envs']} x {r['rollout_length']}",
-            _fmt(r["steps_per_second"], ",.0f") if "error" not in r else "FAILED",
-            _fmt(r["compile_seconds"], ".2f"),
+            fmt(r["steps_per_second"], ",.0f") if "error" not in r else "FAILED",
+            fmt(r["compile_seconds"], ".2f"),
             ratio_text if r["name"] in TRAIN_ROWS else "",
-            "" if r["name"] in TRAIN_ROWS else _fmt(ratio, ".1%"),
+            "" if r["name"] in TRAIN_ROWS else fmt(ratio, ".1%"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     loads = [run["load_1m"] for r in rows for run in r["runs"]]
-    load_note = f" Host load (1-min average) after each run: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs."
-    return "\n".join(lines) + "\n\n" + CAPTION + load_note
+    return "\n".join(lines) + "\n\n" + CAPTION + load_note(loads)
 
 
 def document(rows: list[dict[str, Any]], args: argparse.Namespace, wall_seconds: float) -> dict[str, Any]:
     """The JSON document written by --out."""
     import jax
 
-    return {
-        "jax_version": jax.__version__,
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "quick": args.quick,
-        "repeats": args.repeats,
-        "reference_steps_per_second": REFERENCE_SPS,
-        "wall_seconds": wall_seconds,
-        "load_average_at_end": list(os.getloadavg()),
-        "rows": rows,
-    }
+    return repeats_document(rows, args, wall_seconds, jax.__version__, reference_steps_per_second=REFERENCE_SPS)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = new_parser(__doc__)
     parser.add_argument("--devices", type=int, nargs="+", default=[1, 2], help="device counts to run each row on")
     parser.add_argument("--repeats", type=int, default=1, help="runs per row; the median is reported")
     parser.add_argument("--throughput-steps", type=int, default=4_000_000, help="total env steps of row (b)")
     parser.add_argument("--env-min-seconds", type=float, default=1.0, help="env-only rows step at least this long")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per subprocess")
-    parser.add_argument("--quick", action="store_true", help="tiny step counts (smoke test, numbers meaningless)")
-    parser.add_argument("--out", help="write the JSON document here")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    add_child_run_flags(parser, timeout=900.0, quick_help="tiny step counts (smoke test, numbers meaningless)")
     args = parser.parse_args(argv)
     if args.repeats < 1 or any(d < 1 for d in args.devices):
         parser.error("--repeats and --devices must be positive")
@@ -365,12 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = measure_all(plan(args), args.repeats, args.timeout)
     add_ratios(rows)
     wall = time.perf_counter() - start
-    print(markdown_table(rows), flush=True)
-    print(f"\nbenchmark wall time: {wall:.1f} s", file=sys.stderr)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(document(rows, args, wall), f, indent=2)
-    return 1 if any("error" in r for r in rows) else 0
+    return finish(rows, markdown_table(rows), wall, args.out, lambda: document(rows, args, wall))
 
 
 if __name__ == "__main__":

@@ -36,10 +36,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import importlib.metadata
 import json
-import math
 import os
 import platform
 import re
@@ -51,6 +49,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bench_common import child_env, finish, fmt, load_note, new_parser, utc_timestamp
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH = ROOT / "scripts" / "launch_local.py"
@@ -126,15 +126,6 @@ def plan(args: argparse.Namespace) -> list[Point]:
 
 
 # ---------------------------------------------------------------- running
-
-
-def child_env() -> dict[str, str]:
-    """CPU platform; no inherited forced device count (the launcher passes --cpu-devices)."""
-    env = dict(os.environ)
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
-    env["XLA_FLAGS"] = " ".join(flags)
-    env.setdefault("JAX_PLATFORMS", "cpu")
-    return env
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
@@ -243,22 +234,17 @@ CAPTION = (
 )
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "n/a" if value is None or not math.isfinite(value) else format(value, spec)
-
-
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     lines = ["| layout | processes | devices total | envs total | SPS | SPS per process | speedup vs 1 process |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        sps = "FAILED" if "error" in r else _fmt(r["steps_per_second"], ",.0f")
-        speedup = _fmt(r.get("speedup_vs_1_process"), ".2f")
+        sps = "FAILED" if "error" in r else fmt(r["steps_per_second"], ",.0f")
+        speedup = fmt(r.get("speedup_vs_1_process"), ".2f")
         lines.append(f"| {r['layout']} | {r['processes']} | {r['devices_total']} | {r['envs_total']} | {sps} | "
-                     f"{_fmt(r['sps_per_process'], ',.0f')} | {speedup + ('x' if speedup != 'n/a' else '')} |")
+                     f"{fmt(r['sps_per_process'], ',.0f')} | {speedup + ('x' if speedup != 'n/a' else '')} |")
     loads = [r["load_1m"] for r in rows]
     caption = CAPTION.format(cpus=os.cpu_count(), dpp=DEVICES_PER_PROCESS)
-    note = f" Host load (1-min average) after each run: {min(loads):.1f}-{max(loads):.1f}." if loads else ""
-    return "\n".join(lines) + "\n\n" + caption + note
+    return "\n".join(lines) + "\n\n" + caption + load_note(loads, with_cpus=False)
 
 
 def plot(rows: list[dict[str, Any]], path: str) -> None:
@@ -307,7 +293,7 @@ def document(rows: list[dict[str, Any]], args: argparse.Namespace, wall: float, 
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
         "devices_per_process": DEVICES_PER_PROCESS,
-        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "timestamp": utc_timestamp(),
         "quick": args.quick,
         "load_average_at_start": load_start,
         "load_average_at_end": list(os.getloadavg()),
@@ -318,7 +304,7 @@ def document(rows: list[dict[str, Any]], args: argparse.Namespace, wall: float, 
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = new_parser(__doc__)
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4], help="process counts to run")
     parser.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=list(LAYOUTS), help="layouts to run")
     parser.add_argument("--anakin-env", default="CartPole-v1", help="JAX env of the Anakin runs")
@@ -356,14 +342,10 @@ def main(argv: list[str] | None = None) -> int:
             print(r["output_tail"], file=sys.stderr, flush=True)
     add_speedups(rows)
     wall = time.perf_counter() - start
-    print(markdown_table(rows), flush=True)
-    print(f"\nbenchmark wall time: {wall:.1f} s", file=sys.stderr)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(document(rows, args, wall, load_start), f, indent=2)
+    code = finish(rows, markdown_table(rows), wall, args.out, lambda: document(rows, args, wall, load_start))
     if args.plot:
         plot(rows, args.plot)
-    return 1 if any("error" in r for r in rows) else 0
+    return code
 
 
 if __name__ == "__main__":

@@ -36,20 +36,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import math
-import os
-import platform
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from typing import Any
 
-RESULT_PREFIX = "BENCH_RESULT "
-"""A child prints its result as one stdout line starting with this."""
+from bench_common import (add_child_run_flags, configure_cpu_devices, emit_result, finish, fmt, load_note, median_of,
+                          new_parser, repeats_document, run_child_script)
 
 GRID = {"CartPole-v1": ((1, 2), (16, 64, 128)), "ale:Pong": ((1, 2), (8, 16))}
 """Default grid per env: (actor threads, envs per thread)."""
@@ -92,15 +88,6 @@ class Measurement:
 
 
 # ---------------------------------------------------------------- child side
-
-
-def _configure_jax() -> None:
-    """Splits the CPU into 2 JAX devices; must run before any device use."""
-    import jax
-
-    jax.config.update("jax_num_cpu_devices", DEVICES)
-    if jax.device_count() != DEVICES:
-        raise RuntimeError(f"asked for {DEVICES} devices, JAX has {jax.device_count()}")
 
 
 def _window_weights(history: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int, int]]:
@@ -248,11 +235,11 @@ def run_child(spec_json: str) -> int:
     """Child entry point: one measurement, printed as one RESULT_PREFIX line."""
     m = Measurement(**json.loads(spec_json))
     if m.kind == "sebulba":
-        _configure_jax()
+        configure_cpu_devices(DEVICES)
         result = measure_sebulba(m)
     else:
         result = measure_ceiling(m)
-    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    emit_result(result)
     return 0
 
 
@@ -303,29 +290,9 @@ def ceiling_measurement(p: Point, args: argparse.Namespace) -> Measurement:
     return Measurement("ceiling", p.env, p.threads, p.envs_per_thread, min_seconds=seconds)
 
 
-def child_env() -> dict[str, str]:
-    """The child's environment: CPU platform, no inherited forced device count."""
-    env = dict(os.environ)
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
-    env["XLA_FLAGS"] = " ".join(flags)
-    env.setdefault("JAX_PLATFORMS", "cpu")
-    return env
-
-
 def run_once(m: Measurement, timeout: float) -> dict[str, Any]:
-    """Runs `m` in a fresh Python process; returns its result (or an `error`)."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(dataclasses.asdict(m))]
-    start = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=child_env())
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f}s", "wall_seconds": time.perf_counter() - start}
-    info = {"wall_seconds": time.perf_counter() - start, "load_1m": os.getloadavg()[0]}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(RESULT_PREFIX):
-            return {**json.loads(line[len(RESULT_PREFIX):]), **info}
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
-    return {"error": f"exit code {proc.returncode}: " + "\n".join(tail), **info}
+    """Runs `m` in a fresh Python process; returns its result (or an `error`, no load after a timeout)."""
+    return run_child_script(__file__, dataclasses.asdict(m), timeout, load_on_timeout=False)
 
 
 def run_status(run: dict[str, Any]) -> str:
@@ -361,11 +328,6 @@ def measure_all(points: list[Point], args: argparse.Namespace) -> tuple[dict, di
     return ceilings, sebulba
 
 
-def _median(runs: list[dict[str, Any]], key: str) -> float | None:
-    values = [r[key] for r in runs if r.get(key) is not None]
-    return statistics.median(values) if values else None
-
-
 def _median_stages(runs: list[dict[str, Any]]) -> dict[str, float] | None:
     stages = [r["stage_seconds_per_update"] for r in runs]
     return {k: statistics.median(s[k] for s in stages) for k in STAGES} if stages else None
@@ -376,7 +338,7 @@ def make_row(p: Point, args: argparse.Namespace, ceiling_runs: list, sebulba_run
     ok = [r for r in sebulba_runs if "error" not in r]
     ceiling_ok = [r for r in ceiling_runs if "error" not in r]
     length = args.rollout_length or ROLLOUT_LENGTH.get(p.env, 32)
-    sps, ceiling = _median(ok, "steps_per_second"), _median(ceiling_ok, "steps_per_second")
+    sps, ceiling = median_of(ok, "steps_per_second"), median_of(ceiling_ok, "steps_per_second")
     row: dict[str, Any] = {
         "env": p.env, "threads": p.threads, "envs_per_thread": p.envs_per_thread, "rollout_length": length,
         "lag": p.lag, "steps_per_update": p.threads * p.envs_per_thread * length,
@@ -384,14 +346,14 @@ def make_row(p: Point, args: argparse.Namespace, ceiling_runs: list, sebulba_run
                    "actor_devices": [0], "learner_devices": [1], "cpu_devices": DEVICES,
                    "vectorization": "sync", "eval_episodes": 0, "logging": None},
         "steps_per_second": sps,
-        "steady_steps_per_second": _median(ok, "steady_steps_per_second"),
-        "compile_seconds": _median(ok, "compile_seconds"),
+        "steady_steps_per_second": median_of(ok, "steady_steps_per_second"),
+        "compile_seconds": median_of(ok, "compile_seconds"),
         "ceiling_steps_per_second": ceiling,
         "fraction_of_ceiling": sps / ceiling if (sps and ceiling) else None,
         "target_fraction": TARGETS.get(p.env),
-        "policy_lag_mean": _median(ok, "policy_lag_mean"),
-        "cpu_cores_used": _median(ok, "cpu_cores_used"),
-        "ceiling_cpu_cores_used": _median(ceiling_ok, "cpu_cores_used"),
+        "policy_lag_mean": median_of(ok, "policy_lag_mean"),
+        "cpu_cores_used": median_of(ok, "cpu_cores_used"),
+        "ceiling_cpu_cores_used": median_of(ceiling_ok, "cpu_cores_used"),
         "stage_seconds_per_update": _median_stages(ok),
         "runs": sebulba_runs,
         "ceiling_runs": ceiling_runs,
@@ -427,10 +389,6 @@ def per_thread_breakdown(row: dict[str, Any]) -> dict[str, float]:
 # ---------------------------------------------------------------- report
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "n/a" if value is None or not math.isfinite(value) else format(value, spec)
-
-
 def caption(args: argparse.Namespace) -> str:
     return (
         "Targets: Sebulba >= 85% of the env-only ceiling on ALE Pong ('ale:Pong', ale-py AtariVectorEnv, "
@@ -462,45 +420,31 @@ def markdown_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         mark = {True: " (met)", False: " (missed)"}.get(r["meets_target"], "")
         cells = [
             r["env"], f"{r['threads']} x {r['envs_per_thread']}", r["lag"],
-            _fmt(r["steps_per_second"], ",.0f") if r["steps_per_second"] else "FAILED",
-            _fmt(r["ceiling_steps_per_second"], ",.0f"),
-            _fmt(r["fraction_of_ceiling"], ".1%") + mark,
-            _fmt(r["target_fraction"], ".0%"),
-            _fmt(r["compile_seconds"], ".1f"),
-            f"{_fmt(r['cpu_cores_used'], '.2f')}/{_fmt(r['ceiling_cpu_cores_used'], '.2f')}",
-            *(_fmt(b.get(k), ".1f") for k in ("update_wall", "env_step", "inference", "actor_put_wait",
+            fmt(r["steps_per_second"], ",.0f") if r["steps_per_second"] else "FAILED",
+            fmt(r["ceiling_steps_per_second"], ",.0f"),
+            fmt(r["fraction_of_ceiling"], ".1%") + mark,
+            fmt(r["target_fraction"], ".0%"),
+            fmt(r["compile_seconds"], ".1f"),
+            f"{fmt(r['cpu_cores_used'], '.2f')}/{fmt(r['ceiling_cpu_cores_used'], '.2f')}",
+            *(fmt(b.get(k), ".1f") for k in ("update_wall", "env_step", "inference", "actor_put_wait",
                                                 "actor_other", "learner_step", "learner_queue_wait")),
-            _fmt(r["policy_lag_mean"], ".2f"),
+            fmt(r["policy_lag_mean"], ".2f"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     loads = [run["load_1m"] for r in rows for run in r["runs"] + r["ceiling_runs"] if "load_1m" in run]
-    load_note = (f" Host load (1-min average) after each run: {min(loads):.1f}-{max(loads):.1f} on "
-                 f"{os.cpu_count()} CPUs." if loads else "")
-    return "\n".join(lines) + "\n\n" + caption(args) + load_note
+    return "\n".join(lines) + "\n\n" + caption(args) + load_note(loads)
 
 
 def document(rows: list[dict[str, Any]], args: argparse.Namespace, wall_seconds: float) -> dict[str, Any]:
     """The JSON document written by --out."""
     import jax
 
-    return {
-        "benchmark": "sebulba",
-        "jax_version": jax.__version__,
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "quick": args.quick,
-        "repeats": args.repeats,
-        "seconds": args.seconds,
-        "targets": TARGETS,
-        "wall_seconds": wall_seconds,
-        "load_average_at_end": list(os.getloadavg()),
-        "rows": rows,
-    }
+    return repeats_document(rows, args, wall_seconds, jax.__version__, benchmark="sebulba",
+                            seconds=args.seconds, targets=TARGETS)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = new_parser(__doc__)
     parser.add_argument("--envs", nargs="+", default=list(GRID), help="host envs to benchmark (make_host_env names)")
     parser.add_argument("--threads", type=int, nargs="+", help="actor threads (default: the env's grid)")
     parser.add_argument("--num-envs", type=int, nargs="+", help="envs per thread (default: the env's grid)")
@@ -512,10 +456,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"size Sebulba runs for this long at {SIZING_RATIO * 100:.0f}%% of the ceiling")
     parser.add_argument("--ceiling-seconds", type=float, default=5.0, help="env-only runs step this long")
     parser.add_argument("--repeats", type=int, default=1, help="runs per point; the median is reported")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per subprocess")
-    parser.add_argument("--quick", action="store_true", help="tiny runs (smoke test, numbers meaningless)")
-    parser.add_argument("--out", help="write the JSON document here")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    add_child_run_flags(parser, timeout=600.0, quick_help="tiny runs (smoke test, numbers meaningless)")
     args = parser.parse_args(argv)
     if args.child:
         return args
@@ -537,12 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     ceilings, sebulba = measure_all(points, args)
     rows = [make_row(p, args, ceilings[p.ceiling_key], sebulba[p]) for p in points]
     wall = time.perf_counter() - start
-    print(markdown_table(rows, args), flush=True)
-    print(f"\nbenchmark wall time: {wall:.1f} s", file=sys.stderr)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(document(rows, args, wall), f, indent=2)
-    return 1 if any("error" in r for r in rows) else 0
+    return finish(rows, markdown_table(rows, args), wall, args.out, lambda: document(rows, args, wall))
 
 
 if __name__ == "__main__":
