@@ -40,7 +40,6 @@ def main() -> None:
     quiet = LoggingConfig(run_dir=None, console=True)
     if args.layout == "anakin":
         from podrl.anakin import train_anakin
-        from podrl.config import AnakinConfig
 
         from podrl.config import CheckpointConfig
 
