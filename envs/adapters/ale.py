@@ -21,18 +21,13 @@ from types import ModuleType
 from typing import Any
 
 from envs.adapters.gymnasium import GymnasiumVectorEnv
+from envs.adapters.optional import import_optional
 from envs.registry import UnknownEnvError
-
-INSTALL_HINT = "ALE environments need ale-py: pip install 'podrl[atari]' (or pip install ale-py)"
 
 
 def import_ale() -> ModuleType:
     """`ale_py`, or an ImportError naming the pip extra."""
-    try:
-        import ale_py
-    except ImportError as e:
-        raise ImportError(f"{INSTALL_HINT} ({e})") from e
-    return ale_py
+    return import_optional("ale_py", "ALE", "atari", "ale-py")
 
 
 def game_names(name: str) -> tuple[str, str]:

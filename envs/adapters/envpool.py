@@ -15,18 +15,13 @@ from types import ModuleType
 from typing import Any
 
 from envs.adapters.gymnasium import GymnasiumVectorEnv
+from envs.adapters.optional import import_optional
 from envs.registry import UnknownEnvError
-
-INSTALL_HINT = "EnvPool environments need envpool: pip install 'podrl[envpool]' (or pip install envpool)"
 
 
 def import_envpool() -> ModuleType:
     """`envpool`, or an ImportError naming the pip extra."""
-    try:
-        import envpool
-    except ImportError as e:
-        raise ImportError(f"{INSTALL_HINT} ({e})") from e
-    return envpool
+    return import_optional("envpool", "EnvPool", "envpool", "envpool")
 
 
 class EnvpoolVectorEnv(GymnasiumVectorEnv):
