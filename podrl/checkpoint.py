@@ -19,8 +19,10 @@ No pickle anywhere: arrays go through tensorstore, the config through JSON.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -60,6 +62,19 @@ def _data_to_keys(tree: Any, like: Any) -> Any:
                         if _is_key(ref) else x, tree, like)
 
 
+@contextlib.contextmanager
+def _quiet_absl(quiet: bool):
+    """Hides absl WARNING lines (orbax's) while active, when `quiet`."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    if quiet:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 class CheckpointError(RuntimeError):
     """A checkpoint is missing, incomplete or corrupted (the message names its folder)."""
 
@@ -88,10 +103,11 @@ class Checkpointer:
 
     def __init__(self, directory: str, keep: int = 3, read_only: bool = False):
         self.directory = directory
-        options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=not read_only, read_only=read_only,
-                                               enable_async_checkpointing=False)
-        self.manager = ocp.CheckpointManager(directory, options=options,
-                                             item_names=("state", "params", "config", "digest"))
+        with _quiet_absl(read_only):  # orbax warns about every option a read-only manager ignores
+            options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=not read_only, read_only=read_only,
+                                                   enable_async_checkpointing=False)
+            self.manager = ocp.CheckpointManager(directory, options=options,
+                                                 item_names=("state", "params", "config", "digest"))
 
     def save(self, step: int, state: Any, params: Any, config: dict[str, Any]) -> None:
         """Writes checkpoint `step` (atomically) and waits until it is on disk."""
@@ -117,7 +133,7 @@ class Checkpointer:
         return self._restore_checked("params", like, step)
 
     def _restore_checked(self, item: str, like: Any, step: int | None) -> Any:
-        step = self._step(step)
+        step = self.step_or_latest(step)
         restored = _data_to_keys(self._restore(item, ocp.args.StandardRestore(_abstract(like)), step), like)
         expected = self._restore("digest", ocp.args.JsonRestore(), step)[item]
         for path, digest in _digest(restored).items():
@@ -127,7 +143,7 @@ class Checkpointer:
         return restored
 
     def _restore(self, item: str, args: Any, step: int | None) -> Any:
-        step = self._step(step)
+        step = self.step_or_latest(step)
         try:
             return getattr(self.manager.restore(step, args=ocp.args.Composite(**{item: args})), item)
         except Exception as e:  # orbax/tensorstore raise many kinds, with long messages
@@ -138,7 +154,8 @@ class Checkpointer:
             raise CheckpointError(f"cannot restore {item} of step {step} in {self.directory}: "
                                   f"{type(cause).__name__}: {first_line}") from e
 
-    def _step(self, step: int | None) -> int:
+    def step_or_latest(self, step: int | None) -> int:
+        """`step`, or the latest complete one; CheckpointError when there is none."""
         step = self.latest_step() if step is None else step
         if step is None:
             raise CheckpointError(f"no complete checkpoint in {self.directory}")
@@ -153,7 +170,7 @@ def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[s
 
     def strip(config: dict[str, Any]) -> dict[str, Any]:
         run = {k: v for k, v in config.get("run", {}).items() if k not in SAFE_TO_CHANGE}
-        return {**config, "run": run}
+        return {**{k: v for k, v in config.items() if k != "run_dir"}, "run": run}
 
     return _differences(strip(saved), strip(current), "")
 
@@ -167,13 +184,6 @@ def _differences(saved: dict[str, Any], current: dict[str, Any], prefix: str) ->
         elif _normalise(a) != _normalise(b):
             diffs.append(f"{name} (checkpoint: {a!r}, now: {b!r})")
     return diffs
-
-
-def resolved_config(layout: str, run: Any, agent: Any) -> dict[str, Any]:
-    """The JSON document saved with every checkpoint and compared on resume."""
-    from podrl.logging import jsonable
-
-    return {"layout": layout, "run": jsonable(run), "agent_type": type(agent).__name__, "agent": jsonable(agent)}
 
 
 def _normalise(value: Any) -> Any:
@@ -192,13 +202,42 @@ def check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
                           + "; ".join(diffs) + f". Only {sorted(SAFE_TO_CHANGE)} may change on resume.")
 
 
-class RunCheckpoints:
-    """A run's checkpointing: where, when, and the config saved with (and checked against) each step."""
+class ResumePoint(NamedTuple):
+    """The checkpoint a run resumes from."""
 
-    def __init__(self, settings: CheckpointConfig, run_dir: str | None, config: dict[str, Any]):
-        self.settings, self.config = settings, config
-        if settings.resume is not None and settings.directory is None:
-            directory = resume_dir(settings.resume)  # one lineage: keep writing where the run left off
+    directory: str  # the checkpoint folder
+    update: int  # updates done when it was saved (its orbax step)
+    config: dict[str, Any]  # the resolved config saved with it
+
+
+def find_resume_point(settings: CheckpointConfig, config: dict[str, Any]) -> ResumePoint | None:
+    """Opens `settings.resume` (None when not resuming) and refuses a differing config, naming the fields."""
+    if settings.resume is None:
+        return None
+    directory = resume_dir(settings.resume)
+    source = Checkpointer(directory, read_only=True)
+    try:
+        step = source.step_or_latest(None)
+        saved = source.read_config(step)
+    finally:
+        source.close()
+    check_resumable(saved, config)
+    return ResumePoint(directory, step, saved)
+
+
+class RunCheckpoints:
+    """A run's checkpointing: where, when, and the config saved with each step.
+
+    Args:
+      resume: from `find_resume_point`; the run restores it and keeps writing
+        into its folder unless `settings.directory` says otherwise.
+    """
+
+    def __init__(self, settings: CheckpointConfig, run_dir: str | None, config: dict[str, Any],
+                 resume: ResumePoint | None = None):
+        self.settings, self.config, self.resume = settings, config, resume
+        if resume is not None and settings.directory is None:
+            directory = resume.directory  # one lineage: keep writing where the run left off
         elif jax.process_count() > 1 and settings.directory is None:
             directory = None  # only process 0 has a run dir; every process must save to the same folder
             if settings.every_updates or settings.every_seconds or settings.stop_after_updates:
@@ -206,6 +245,8 @@ class RunCheckpoints:
                                   "every process can reach: give --checkpoint.directory (e.g. a shared disk or GCS)")
         else:
             directory = checkpoint_dir(settings, run_dir)
+        if run_dir is not None:  # saved with every step, so a resume continues this run directory
+            self.config = {**config, "run_dir": os.path.abspath(run_dir)}
         self.checkpointer = Checkpointer(directory, settings.keep) if directory else None
         self.last_saved: int | None = None
 
@@ -214,13 +255,12 @@ class RunCheckpoints:
         return self.checkpointer.directory if self.checkpointer else None
 
     def restore(self, like: Any) -> Any:
-        """The state to resume from (checked config), or `like` when not resuming."""
-        if self.settings.resume is None:
+        """The state to resume from, laid out like `like`, or `like` itself when not resuming."""
+        if self.resume is None:
             return like
-        source = Checkpointer(resume_dir(self.settings.resume), read_only=True)
+        source = Checkpointer(self.resume.directory, read_only=True)
         try:
-            check_resumable(source.read_config(), self.config)
-            return source.restore_state(like)
+            return source.restore_state(like, self.resume.update)
         finally:
             source.close()
 

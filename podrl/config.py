@@ -9,7 +9,7 @@ with the field name.
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import tyro
 
@@ -47,7 +47,7 @@ class CheckpointConfig:
     resume: Annotated[str | None, tyro.conf.arg(aliases=("--resume",))] = None
     """Resume from this checkpoint directory (or run directory); the config must match but for safe fields."""
     stop_after_updates: int | None = None
-    """End this job after this many updates in all (saving a checkpoint first); --resume continues it."""
+    """End this job after this many updates (counted from its start or resume point, checkpoint first); --resume continues it."""
 
     def __post_init__(self):
         require_int(self, "every_updates", minimum=0)
@@ -58,29 +58,26 @@ class CheckpointConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class AnakinConfig:
-    """Anakin: a JAX env and the agent in one jitted program per device."""
+class RunConfig:
+    """What every layout's run has: the env, the seed, the budget, evaluation, logging, checkpoints.
+
+    Layout configs (`AnakinConfig`, `podrl.sebulba.SebulbaConfig`) extend it; their
+    `__post_init__` calls this one's, so these checks are written once.
+    """
+
+    layout: ClassVar[str] = ""
+    """The layout name runs and checkpoints record (set by each layout's config)."""
 
     env: str = "CartPole-v1"
-    """JAX env: a registered id (CartPole-v1, Acrobot-v1, Pendulum-v1, MatchSign-v0) or 'module:Class'."""
+    """The environment (each layout documents the names it takes)."""
     seed: int = 0
-    """Seed of the first training seed; seed i uses seed + i."""
-    num_seeds: int = 1
-    """Independent seeds trained in one compiled program (vmap over seeds), each with its own metrics."""
+    """Seed of params, envs and PRNG keys."""
     total_steps: int = 500_000
-    """Environment steps per seed; rounded down to whole updates."""
-    num_envs: int = 4
-    """Environments per seed, split evenly over the devices."""
-    rollout_length: int = 128
-    """Steps per environment between updates."""
-    num_devices: int | None = None
-    """Local devices to use (the data-parallel mesh); None uses all local devices."""
-    updates_per_call: int = 32
-    """Updates per compiled call; metrics are logged after each call."""
+    """Environment steps of the run; rounded down to whole updates."""
     eval_every: int = 4
-    """Evaluate the greedy policy every this many calls (and after the last); 0 disables periodic evaluation."""
+    """Evaluate the greedy policy every this many log intervals (and at the end); 0 = only at the end."""
     eval_episodes: int = 32
-    """Greedy episodes per evaluation and seed (rounded up to a multiple of the device count)."""
+    """Greedy episodes per evaluation."""
     eval_max_steps: int = 1000
     """Step bound of one evaluation episode (for envs without a time limit)."""
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
@@ -89,17 +86,62 @@ class AnakinConfig:
     """Checkpoint and resume settings."""
 
     def __post_init__(self):
-        require_int(self, "num_seeds", "total_steps", "num_envs", "rollout_length",
-                    "updates_per_call", "eval_episodes", "eval_max_steps")
-        require_int(self, "seed", "eval_every", minimum=0)
+        require_int(self, "total_steps", "eval_max_steps")
+        require_int(self, "seed", "eval_every", "eval_episodes", minimum=0)
+        if not isinstance(self.env, str) or not self.env:
+            raise ConfigError("env", f"must be a non-empty env name, got {self.env!r}")
+        if self.total_steps < self.steps_per_update:
+            raise ConfigError("total_steps", f"{self.total_steps} is less than one update "
+                                             f"({self.steps_per_update} steps)")
+
+    @property
+    def steps_per_update(self) -> int:
+        """Env steps (of this process) consumed by one update."""
+        raise NotImplementedError
+
+    @property
+    def num_updates(self) -> int:
+        """Updates over the whole run."""
+        return self.total_steps // self.steps_per_update
+
+    def logged_steps(self, updates: int, num_processes: int) -> int:
+        """The env-step count a run logs after `updates` updates (`steps_per_update` is already global)."""
+        return updates * self.steps_per_update
+
+
+@dataclasses.dataclass(frozen=True)
+class AnakinConfig(RunConfig):
+    """Anakin: a JAX env and the agent in one jitted program per device."""
+
+    layout: ClassVar[str] = "anakin"
+    """The layout name runs and checkpoints record."""
+
+    env: str = "CartPole-v1"
+    """JAX env: a registered id (CartPole-v1, Acrobot-v1, Pendulum-v1, MatchSign-v0) or 'module:Class'."""
+    seed: int = 0
+    """Seed of the first training seed; seed i uses seed + i."""
+    total_steps: int = 500_000
+    """Environment steps per seed; rounded down to whole updates."""
+    eval_every: int = 4
+    """Evaluate the greedy policy every this many calls (and after the last); 0 = only after the last."""
+    eval_episodes: int = 32
+    """Greedy episodes per evaluation and seed (rounded up to a multiple of the device count)."""
+    num_seeds: int = 1
+    """Independent seeds trained in one compiled program (vmap over seeds), each with its own metrics."""
+    num_envs: int = 4
+    """Environments per seed, split evenly over the devices."""
+    rollout_length: int = 128
+    """Steps per environment between updates."""
+    num_devices: int | None = None
+    """Local devices to use (the data-parallel mesh); None uses all local devices."""
+    updates_per_call: int = 32
+    """Updates per compiled call; metrics are logged after each call."""
+
+    def __post_init__(self):
+        require_int(self, "num_seeds", "num_envs", "rollout_length", "updates_per_call", "eval_episodes")
         if self.num_devices is not None:
             require_int(self, "num_devices")
-        if self.total_steps < self.num_envs * self.rollout_length:
-            raise ConfigError(
-                "total_steps",
-                f"{self.total_steps} is less than one update "
-                f"(num_envs * rollout_length = {self.num_envs * self.rollout_length})",
-            )
+        super().__post_init__()
         try:
             check_name(self.env)
         except UnknownEnvError as e:
@@ -109,11 +151,6 @@ class AnakinConfig:
     def steps_per_update(self) -> int:
         """Env steps per seed consumed by one update."""
         return self.num_envs * self.rollout_length
-
-    @property
-    def num_updates(self) -> int:
-        """Updates per seed over the whole run."""
-        return self.total_steps // self.steps_per_update
 
     def check_layout(self, num_devices: int, agent_config: AgentConfig) -> None:
         """Checks what depends on the device count, before anything compiles."""

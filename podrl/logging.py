@@ -5,7 +5,6 @@ Only process 0 writes (multi-host runs call this on every process).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import math
@@ -18,23 +17,7 @@ import jax
 import numpy as np
 
 from podrl.config import LoggingConfig
-
-
-def jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, (np.ndarray, jax.Array)):
-        return jsonable(np.asarray(value).tolist())
-    if isinstance(value, (np.floating, float)):
-        value = float(value)
-        return value if math.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
+from podrl.config_json import jsonable
 
 
 def format_duration(seconds: float) -> str:
@@ -43,9 +26,19 @@ def format_duration(seconds: float) -> str:
 
 
 class RunLogger:
-    """Writes `config.json`, `metrics.jsonl` and TensorBoard events into one run directory."""
+    """Writes `config.json`, `metrics.jsonl` and TensorBoard events into one run directory.
 
-    def __init__(self, settings: LoggingConfig, default_name: str, config: dict[str, Any], tag: str):
+    Args:
+      run_dir: continue this existing run directory instead of making a new one
+        (a resumed run); `resume_step` is then the env step of the checkpoint:
+        records the stopped run wrote after it (the resumed run redoes those
+        updates) move from `metrics.jsonl` to `metrics.superseded.jsonl`,
+        TensorBoard hides its events from that step on (`purge_step`), and
+        `wall_time` continues from the last record kept.
+    """
+
+    def __init__(self, settings: LoggingConfig, default_name: str, config: dict[str, Any], tag: str,
+                 run_dir: str | None = None, resume_step: int | None = None):
         self.settings = settings
         self.tag = tag
         self.enabled = jax.process_index() == 0
@@ -56,19 +49,16 @@ class RunLogger:
         if not self.enabled or settings.run_dir is None:
             return
         name = settings.run_name or f"{default_name}__{time.strftime('%Y%m%d-%H%M%S')}"
-        self.run_dir = os.path.join(settings.run_dir, name)
+        self.run_dir = run_dir or os.path.join(settings.run_dir, name)
         os.makedirs(self.run_dir, exist_ok=True)
         with open(os.path.join(self.run_dir, "config.json"), "w") as f:
             json.dump(jsonable(config), f, indent=2)
-        self._jsonl = open(os.path.join(self.run_dir, "metrics.jsonl"), "a")
+        metrics = os.path.join(self.run_dir, "metrics.jsonl")
+        if run_dir is not None and resume_step is not None:
+            self._start -= _supersede_after(metrics, resume_step)
+        self._jsonl = open(metrics, "a")
         if settings.tensorboard:
-            try:
-                from tensorboardX import SummaryWriter
-            except ImportError:
-                print(f"[{tag}] tensorboardX not installed; skipping TensorBoard "
-                      "(pip install 'podrl[tensorboard]')", file=sys.stderr)
-            else:
-                self._tb = SummaryWriter(self.run_dir)
+            self._tb = _tensorboard_writer(self.run_dir, resume_step if run_dir is not None else None, tag)
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         """Records `metrics` at env step `step` (scalars, or per-seed vectors)."""
@@ -121,3 +111,34 @@ class RunLogger:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+
+
+def _supersede_after(path: str, step: int) -> float:
+    """Moves the records of `path` past env step `step` to `metrics.superseded.jsonl`.
+
+    Returns the `wall_time` of the last record kept (0 when none), so a resumed
+    run's clock continues from there.
+    """
+    if not os.path.exists(path):
+        return 0.0
+    with open(path) as f:
+        lines = [line for line in f if line.strip()]
+    keep, later = [], []
+    for line in lines:
+        (later if json.loads(line).get("step", 0) > step else keep).append(line)
+    if later:
+        with open(os.path.join(os.path.dirname(path), "metrics.superseded.jsonl"), "a") as f:
+            f.writelines(later)
+        with open(path, "w") as f:
+            f.writelines(keep)
+    return float(json.loads(keep[-1]).get("wall_time", 0.0)) if keep else 0.0
+
+
+def _tensorboard_writer(run_dir: str, purge_step: int | None, tag: str):
+    try:
+        from tensorboardX import SummaryWriter
+    except ImportError:
+        print(f"[{tag}] tensorboardX not installed; skipping TensorBoard "
+              "(pip install 'podrl[tensorboard]')", file=sys.stderr)
+        return None
+    return SummaryWriter(run_dir, purge_step=purge_step)

@@ -18,7 +18,8 @@ from envs.types import JaxEnv
 from podrl.anakin.program import AnakinProgram, AnakinState, summarize_call
 from podrl.config import AnakinConfig
 from podrl.errors import NonFiniteError, check_finite
-from podrl.run_control import SaveSchedule, StopRequests
+from podrl.run import RunContext
+from podrl.types import AgentConfig
 
 
 class AnakinResult(NamedTuple):
@@ -32,7 +33,7 @@ class AnakinResult(NamedTuple):
     stopped_by: str | None = None  # "SIGTERM", "SIGINT", "stop_after_updates", or None (ran to the end)
 
 
-def train_anakin(config: AnakinConfig, agent_config, env: JaxEnv | None = None,
+def train_anakin(config: AnakinConfig, agent_config: AgentConfig, env: JaxEnv | None = None,
                  devices: list[jax.Device] | None = None, full_config: Any = None) -> AnakinResult:
     """Trains `agent_config`'s agent on `config.env` (or `env`) with the Anakin layout.
 
@@ -41,8 +42,6 @@ def train_anakin(config: AnakinConfig, agent_config, env: JaxEnv | None = None,
     """
     from envs.registry import make
     from envs.types import env_spec as spec_of
-    from podrl.checkpoint import RunCheckpoints, resolved_config
-    from podrl.logging import RunLogger
     from podrl.mesh import data_mesh, mesh_devices
 
     devices = devices if devices is not None else mesh_devices(config.num_devices)
@@ -51,68 +50,55 @@ def train_anakin(config: AnakinConfig, agent_config, env: JaxEnv | None = None,
     spec = spec_of(env)
     agent = agent_config.make_agent(spec, config.num_updates)
     program = AnakinProgram(agent, env, config, data_mesh(devices), spec)
-    resolved = resolved_config("anakin", config, agent_config)
-    logger = RunLogger(config.logging, default_name=f"{config.env.replace(':', '.')}__anakin__seed{config.seed}",
-                       config=full_config if full_config is not None else resolved, tag="anakin")
-    checkpoints = RunCheckpoints(config.checkpoint, logger.run_dir, resolved)
-    try:
-        return _train_loop(program, config, logger, checkpoints)
-    finally:
-        checkpoints.close()
-        logger.close()
+    with RunContext(config, agent_config, full_config) as run:
+        return _train_loop(program, config, run)
 
 
-def _train_loop(program: AnakinProgram, config: AnakinConfig, logger, checkpoints) -> AnakinResult:
-    state = checkpoints.restore(program.init())
-    start = int(np.asarray(state.train_state.update_step).reshape(-1)[0])
+def _train_loop(program: AnakinProgram, config: AnakinConfig, run: RunContext) -> AnakinResult:
+    state = run.restore(program.init())
     compile_seconds = program.compile(state)
-    limit = min(config.num_updates, config.checkpoint.stop_after_updates or config.num_updates)
-    logger.info(f"{config.env}: {config.num_seeds} seed(s) x {config.num_envs} envs on {program.num_shards} "
-                f"device(s), updates {start}..{limit} of {config.num_updates}; compiled in {compile_seconds:.1f}s")
-    schedule = SaveSchedule(config.checkpoint.every_updates, config.checkpoint.every_seconds, start)
+    start, limit = run.start, run.limit
+    run.logger.info(f"{config.env}: {config.num_seeds} seed(s) x {config.num_envs} envs on {program.num_shards} "
+                    f"device(s), updates {start}..{limit} of {config.num_updates}; compiled in {compile_seconds:.1f}s")
     history: list[dict[str, Any]] = []
     train_seconds, eval_return, first, calls = 0.0, None, start, 0
-    with StopRequests() as stop:
-        while first < limit:
-            last = min(first + config.updates_per_call, limit)
-            t0 = time.perf_counter()
-            state, metrics = program.train_call(state, first, limit)
-            summary = summarize_call(metrics)  # device_get blocks until done
-            train_seconds += time.perf_counter() - t0
-            try:
-                check_finite(summary, first, last)
-            except NonFiniteError as e:
-                e.add_note(checkpoints.describe_last())
-                raise
-            calls += 1
-            summary["sps"] = (last - first) * config.steps_per_update * config.num_seeds / (time.perf_counter() - t0)
-            summary["updates"] = last
-            if (config.eval_every and calls % config.eval_every == 0) or last in (limit, config.num_updates):
-                eval_return = program.evaluate(state, config.seed + 1_000_003 + last)
-                summary["eval_return"] = eval_return
-            _report(logger, history, summary, last * config.steps_per_update, config)
-            first = last
-            if stop.received:
-                break
-            if schedule.due(last):
-                checkpoints.save(last, state, state.train_state.params)
-                schedule.saved(last)
-    checkpoints.save(first, state, state.train_state.params)
-    stopped_by = stop.received or ("stop_after_updates" if first < config.num_updates else None)
+    while first < limit:
+        last = min(first + config.updates_per_call, limit)
+        t0 = time.perf_counter()
+        state, metrics = program.train_call(state, first, limit)
+        summary = summarize_call(metrics)  # device_get blocks until done
+        train_seconds += time.perf_counter() - t0
+        try:
+            check_finite(summary, first, last)
+        except NonFiniteError as e:
+            run.note_failure(e)
+            raise
+        calls += 1
+        summary["sps"] = (last - first) * config.steps_per_update * config.num_seeds / (time.perf_counter() - t0)
+        summary["updates"] = last
+        if (config.eval_every and calls % config.eval_every == 0) or last in (limit, config.num_updates):
+            eval_return = program.evaluate(state, run.eval_seed(last))
+            summary["eval_return"] = eval_return
+        _report(run, history, summary, last, config)
+        first = last
+        if run.after_update(last, state, state.train_state.params):
+            break
+    stopped_by = run.finish(first, state, state.train_state.params)
     done = (first - start) * config.steps_per_update * config.num_seeds
     sps = done / max(train_seconds, 1e-9)
-    logger.info(f"{'stopped by ' + stopped_by if stopped_by else 'done'} at update {first}: {sps:,.0f} SPS, "
-                f"greedy return {np.round(eval_return, 1).tolist() if eval_return is not None else 'n/a'}"
-                + (f"; checkpoint in {checkpoints.directory}" if checkpoints.directory else ""))
-    return AnakinResult(state, history, eval_return, compile_seconds, sps, logger.run_dir,
-                        checkpoints.directory, stopped_by)
+    run.logger.info(f"{'stopped by ' + stopped_by if stopped_by else 'done'} at update {first}: {sps:,.0f} SPS, "
+                    f"greedy return {np.round(eval_return, 1).tolist() if eval_return is not None else 'n/a'}"
+                    + (f"; checkpoint in {run.checkpoints.directory}" if run.checkpoints.directory else ""))
+    return AnakinResult(state, history, eval_return, compile_seconds, sps, run.logger.run_dir,
+                        run.checkpoints.directory, stopped_by)
 
 
-def _report(logger, history: list, summary: dict[str, Any], step: int, config: AnakinConfig) -> None:
-    logger.log(step, summary)
+def _report(run: RunContext, history: list, summary: dict[str, Any], updates: int, config: AnakinConfig) -> None:
+    step = run.logged_steps(updates)
+    run.logger.log(step, summary)
     history.append({"step": step, **summary})
     returns = summary["episode_return"]
-    logger.progress(step, config.num_updates * config.steps_per_update, summary["sps"], {
+    run.logger.progress(step, run.logged_steps(config.num_updates), summary["sps"], {
         "return": float(np.nanmean(returns)) if np.isfinite(returns).any() else None,
         "eval": float(np.mean(summary["eval_return"])) if "eval_return" in summary else None,
     })

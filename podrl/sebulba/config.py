@@ -3,22 +3,30 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
-from podrl.config import CheckpointConfig, LoggingConfig
+from podrl.config import RunConfig
 from podrl.errors import ConfigError, is_int, require_int, require_number
 from podrl.types import AgentConfig
 
 
 @dataclasses.dataclass(frozen=True)
-class SebulbaConfig:
+class SebulbaConfig(RunConfig):
     """Sebulba: actor threads step host envs and infer on actor devices; learner devices update."""
+
+    layout: ClassVar[str] = "sebulba"
+    """The layout name runs and checkpoints record."""
 
     env: str = "CartPole-v1"
     """Host env: a gymnasium id, 'jax:<id>', 'dm_env:module:factory', 'ale:Pong', 'envpool:<id>', or 'module:factory'."""
-    seed: int = 0
-    """Seed of params, envs and actor/learner keys."""
     total_steps: int = 500_000
-    """Environment steps over all actors; rounded down to whole updates."""
+    """Environment steps of this process's actors; rounded down to whole updates."""
+    eval_every: int = 0
+    """Evaluate the greedy policy every this many updates (and after the last); 0 = only at the end."""
+    eval_episodes: int = 16
+    """Greedy episodes per evaluation (on a separate host env batch); 0 disables evaluation."""
+    eval_max_steps: int = 10_000
+    """Step bound of one evaluation episode."""
     actor_devices: tuple[int, ...] = (0,)
     """Indices (into the local devices) of the devices that run policy inference."""
     learner_devices: tuple[int, ...] | None = None
@@ -37,23 +45,11 @@ class SebulbaConfig:
     """How gymnasium envs of one thread are vectorised: 'sync' (in the thread) or 'async' (worker processes, spawn)."""
     timeout_s: float = 60.0
     """Any blocking wait (queue, params, env step observed by the learner) longer than this stops the run."""
-    eval_every: int = 0
-    """Evaluate the greedy policy every this many updates (and after the last); 0 = only at the end."""
-    eval_episodes: int = 16
-    """Greedy episodes per evaluation (on a separate host env batch); 0 disables evaluation."""
-    eval_max_steps: int = 10_000
-    """Step bound of one evaluation episode."""
     log_every: int = 10
     """Log metrics every this many updates."""
-    logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
-    """Logging settings."""
-    checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
-    """Checkpoint and resume settings."""
 
     def __post_init__(self):
-        require_int(self, "total_steps", "threads_per_actor_device", "envs_per_thread", "rollout_length",
-                    "queue_size", "eval_max_steps", "log_every")
-        require_int(self, "seed", "eval_every", "eval_episodes", minimum=0)
+        require_int(self, "threads_per_actor_device", "envs_per_thread", "rollout_length", "queue_size", "log_every")
         require_number(self, "timeout_s", low=0.0, low_open=True)
         _check_indices("actor_devices", self.actor_devices, allow_empty=False)
         if self.learner_devices is not None:
@@ -62,10 +58,7 @@ class SebulbaConfig:
             raise ConfigError("lag", f"must be a non-negative integer ('0', '1', ...) or 'async', got {self.lag!r}")
         if self.vectorization not in ("sync", "async"):
             raise ConfigError("vectorization", f"must be 'sync' or 'async', got {self.vectorization!r}")
-        if not isinstance(self.env, str) or not self.env:
-            raise ConfigError("env", f"must be a non-empty env name, got {self.env!r}")
-        if self.total_steps < self.steps_per_update:
-            raise ConfigError("total_steps", f"{self.total_steps} is less than one update ({self.steps_per_update} steps)")
+        super().__post_init__()
 
     @property
     def num_threads(self) -> int:
@@ -76,9 +69,9 @@ class SebulbaConfig:
         """Env steps consumed by one update: one rollout from every actor thread."""
         return self.num_threads * self.envs_per_thread * self.rollout_length
 
-    @property
-    def num_updates(self) -> int:
-        return self.total_steps // self.steps_per_update
+    def logged_steps(self, updates: int, num_processes: int) -> int:
+        """The env-step count logged after `updates` updates: every process's actors feed each update."""
+        return updates * self.steps_per_update * num_processes
 
     @property
     def fixed_lag(self) -> int | None:

@@ -17,14 +17,14 @@ import jax
 import numpy as np
 
 from podrl.distributed import host_sum, is_main_process
-from podrl.errors import NonFiniteError, check_finite  # noqa: F401  (re-exported)
+from podrl.errors import NonFiniteError, check_finite
 from podrl.sebulba.actor import Rollout, place_on_learners
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.learner import make_learner_step
 from podrl.sebulba.setup import ActorSetup, build_actors
 from podrl.sebulba.stats import WindowStats
-from podrl.run_control import SaveSchedule, StopRequests
-from podrl.types import TrainState
+from podrl.run import RunContext
+from podrl.types import AgentConfig, TrainState
 
 
 class SebulbaResult(NamedTuple):
@@ -41,31 +41,24 @@ class SebulbaResult(NamedTuple):
     stopped_by: str | None = None  # "SIGTERM", "SIGINT", "stop_after_updates", or None
 
 
-def train_sebulba(config: SebulbaConfig, agent_config, env_factory=None, full_config: Any = None) -> SebulbaResult:
+def train_sebulba(config: SebulbaConfig, agent_config: AgentConfig, env_factory=None,
+                  full_config: Any = None) -> SebulbaResult:
     """Trains `agent_config`'s agent with the Sebulba layout on `config.env`.
 
     Args:
       env_factory: optional `(thread_index, num_envs) -> HostVectorEnv` replacing
         `config.env` (tests and users with unusual envs).
     """
-    from podrl.checkpoint import RunCheckpoints, resolved_config
-    from podrl.logging import RunLogger
-
     local = jax.local_devices()
     learner_ids = config.check_layout(len(local), agent_config)
-    resolved = resolved_config("sebulba", config, agent_config)
-    logger = RunLogger(config.logging, default_name=f"{config.env.replace(':', '.')}__sebulba__seed{config.seed}",
-                       config=full_config if full_config is not None else resolved, tag="sebulba")
-    checkpoints = RunCheckpoints(config.checkpoint, logger.run_dir, resolved)
-    setup = None
-    try:
-        setup = build_actors(config, agent_config, env_factory, local, learner_ids, checkpoints.restore)
-        return _run(config, setup, logger, checkpoints)
-    finally:
-        if setup is not None:
-            _shut_down(setup, config.timeout_s)
-        checkpoints.close()
-        logger.close()
+    with RunContext(config, agent_config, full_config) as run:
+        setup = None
+        try:
+            setup = build_actors(config, agent_config, env_factory, local, learner_ids, run)
+            return _run(config, setup, run)
+        finally:
+            if setup is not None:
+                _shut_down(setup, config.timeout_s)
 
 
 def _shut_down(setup: ActorSetup, timeout: float) -> None:
@@ -84,50 +77,47 @@ def _compile(setup: ActorSetup):
     return step.lower(setup.train_state, setup.learner_keys, np.int32(0), *example).compile()
 
 
-def _run(config: SebulbaConfig, setup: ActorSetup, logger, checkpoints) -> SebulbaResult:
+def _run(config: SebulbaConfig, setup: ActorSetup, run: RunContext) -> SebulbaResult:
     start = time.perf_counter()
     compiled = _compile(setup)
     compile_seconds = setup.act_compile_seconds + time.perf_counter() - start
-    logger.info(f"{config.env}: {len(setup.threads)} actor thread(s) x {config.envs_per_thread} envs on "
-                f"{len(setup.source.actor_devices)} actor device(s), {setup.learner_mesh.devices.size} learner "
-                f"device(s), lag={config.lag}, updates {setup.start_update}..{setup.limit} of {config.num_updates}; "
-                f"compiled in {compile_seconds:.1f}s")
-    train_state = setup.train_state
-    setup.source.publish(train_state.params, setup.start_update)
+    run.logger.info(f"{config.env}: {len(setup.threads)} actor thread(s) x {config.envs_per_thread} envs on "
+                    f"{len(setup.source.actor_devices)} actor device(s), {setup.learner_mesh.devices.size} learner "
+                    f"device(s), lag={config.lag}, updates {run.start}..{run.limit} of {config.num_updates}; "
+                    f"compiled in {compile_seconds:.1f}s")
+    setup.source.publish(setup.train_state.params, run.start)
     for thread in setup.threads:
         thread.start()
-    loop = _LearnerLoop(config, setup, logger, compiled, train_state)
-    schedule = SaveSchedule(config.checkpoint.every_updates, config.checkpoint.every_seconds, setup.start_update)
-    with StopRequests() as stop:
-        try:
-            for i in range(setup.start_update, setup.limit):
-                loop.update(i)
-                if stop.received:
-                    break
-                if schedule.due(i + 1):
-                    checkpoints.save(i + 1, loop.train_state, loop.train_state.params)
-                    schedule.saved(i + 1)
-        except NonFiniteError as e:
-            e.add_note(checkpoints.describe_last())
-            raise
-        except BaseException:  # an actor, env or timeout failure: keep the learner's work
-            checkpoints.save(loop.done, loop.train_state, loop.train_state.params)
-            raise
-    checkpoints.save(loop.done, loop.train_state, loop.train_state.params)
-    stopped_by = stop.received or ("stop_after_updates" if loop.done < config.num_updates else None)
+    loop = _LearnerLoop(config, setup, run, compiled)
+    try:
+        for i in range(run.start, run.limit):
+            loop.update(i)
+            if run.after_update(i + 1, loop.train_state, loop.train_state.params):
+                break
+    except NonFiniteError as e:
+        run.note_failure(e)
+        raise
+    except BaseException:  # an actor, env or timeout failure: keep the learner's work
+        run.checkpoints.save(loop.done, loop.train_state, loop.train_state.params)
+        raise
+    stopped_by = run.finish(loop.done, loop.train_state, loop.train_state.params)
     seconds = loop.training_seconds()
     final_eval = loop.history[-1].get("eval_return") if loop.history else None
     return SebulbaResult(loop.train_state, loop.history, loop.lags, final_eval, loop.global_steps / seconds,
-                         compile_seconds, loop.env_steps, loop.global_steps, logger.run_dir,
-                         checkpoints.directory, stopped_by)
+                         compile_seconds, loop.env_steps, loop.global_steps, run.logger.run_dir,
+                         run.checkpoints.directory, stopped_by)
 
 
 class _LearnerLoop:
-    """The learner's per-update work and bookkeeping (main thread)."""
+    """The learner's per-update work and bookkeeping (main thread).
 
-    def __init__(self, config: SebulbaConfig, setup: ActorSetup, logger, compiled, train_state: TrainState):
-        self.config, self.setup, self.logger, self.compiled = config, setup, logger, compiled
-        self.train_state, self.done = train_state, setup.start_update
+    `env_steps` / `global_steps` count what this run consumed (this process / all
+    processes); logged steps add the checkpoint's count when resuming.
+    """
+
+    def __init__(self, config: SebulbaConfig, setup: ActorSetup, run: RunContext, compiled):
+        self.config, self.setup, self.run, self.compiled = config, setup, run, compiled
+        self.train_state, self.done = setup.train_state, run.start
         self.stats = WindowStats(setup.threads)
         self.history: list[dict[str, Any]] = []
         self.lags = np.zeros((config.num_updates, len(setup.threads)), np.int64)
@@ -150,7 +140,7 @@ class _LearnerLoop:
         self.lags[i] = [i - r.version for r in rollouts]
         self.env_steps += len(rollouts) * config.rollout_length * config.envs_per_thread  # this host's
         self.stats.add(rollouts, metrics, self.lags[i], queue_wait=t1 - t0, learner=t2 - t1)
-        if (i + 1) % config.log_every == 0 or i + 1 == setup.limit:
+        if (i + 1) % config.log_every == 0 or i + 1 == self.run.limit:
             self._log(i + 1)
 
     def training_seconds(self) -> float:
@@ -158,18 +148,18 @@ class _LearnerLoop:
         return time.perf_counter() - self.train_start - self.eval_seconds
 
     def _log(self, updates: int) -> None:
-        config = self.config
+        config, run = self.config, self.run
         self.global_steps = int(host_sum(np.array([self.env_steps]))[0])
         record = self.stats.flush(self.global_steps, self.training_seconds())
-        due = (config.eval_every and updates % config.eval_every == 0) or updates == self.setup.limit
+        due = (config.eval_every and updates % config.eval_every == 0) or updates == run.limit
         if due and config.eval_episodes and is_main_process():
             start = time.perf_counter()
-            record["eval_return"] = self.setup.evaluate(self.train_state.params)
+            record["eval_return"] = self.setup.evaluate(self.train_state.params, run.eval_seed(updates))
             self.eval_seconds += time.perf_counter() - start
-        self.logger.log(self.global_steps, record)
-        self.history.append({"step": self.global_steps, "updates": updates, **record})
-        total = config.num_updates * config.steps_per_update * jax.process_count()
-        self.logger.progress(self.global_steps, total, record["sps"], {
+        step = run.logged_steps(run.start) + self.global_steps
+        run.logger.log(step, record)
+        self.history.append({"step": step, "updates": updates, **record})
+        run.logger.progress(step, run.logged_steps(config.num_updates), record["sps"], {
             "return": record.get("episode_return"), "eval": record.get("eval_return"),
             "lag": record["policy_lag_mean"]})
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import queue
 import time
-from typing import Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +32,9 @@ from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.stopping import StopSignal
 from podrl.types import Agent, TrainState, Trajectory
 
+if TYPE_CHECKING:
+    from podrl.run import RunContext
+
 
 class ActorSetup(NamedTuple):
     agent: Agent
@@ -46,9 +49,7 @@ class ActorSetup(NamedTuple):
     example_trajectory: Trajectory  # numpy zeros shaped like one thread's rollout
     shardings: Trajectory
     act_compile_seconds: float
-    evaluate: Callable[[Any], float]
-    start_update: int  # > 0 when resuming from a checkpoint
-    limit: int  # updates end before this index (num_updates or checkpoint.stop_after_updates)
+    evaluate: Callable[[Any, int], float]  # (params, seed) -> mean greedy return
 
 
 def seed_keys(seed: int) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -79,8 +80,8 @@ def _reset(env: HostVectorEnv, env_key: jax.Array, thread: int, total_envs: int,
 
 
 def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[jax.Device],
-                 learner_ids: tuple[int, ...], restore: Callable[[TrainState], TrainState]) -> ActorSetup:
-    """Builds everything; `restore` maps the fresh train state to the one to start from."""
+                 learner_ids: tuple[int, ...], run: RunContext) -> ActorSetup:
+    """Builds everything; the train state is `run.restore`'s, updates run from `run.start` to `run.limit`."""
     from envs.adapters.specs import check_host_env
 
     stop = StopSignal()
@@ -96,9 +97,8 @@ def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[j
         agent = agent_config.make_agent(spec, config.num_updates)
         params_key, env_key, run_key = seed_keys(config.seed)
         mesh = data_mesh(learner_devices(learner_ids))
-        train_state = restore(jax.jit(lambda: agent.init(params_key, spec), out_shardings=replicated(mesh))())
-        start = int(np.asarray(train_state.update_step.addressable_data(0)))
-        limit = min(config.num_updates, config.checkpoint.stop_after_updates or config.num_updates)
+        train_state = run.restore(jax.jit(lambda: agent.init(params_key, spec), out_shardings=replicated(mesh))())
+        start, limit = run.start, run.limit
         num_shards = mesh.devices.size
         learner_keys = jax.jit(lambda: jax.vmap(lambda d: jax.random.fold_in(run_key, d))(jnp.arange(num_shards)),
                                out_shardings=NamedSharding(mesh, P(DATA_AXIS)))()
@@ -127,7 +127,7 @@ def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[j
             env.close()
         raise
     return ActorSetup(agent, envs, threads, queues, source, stop, mesh, learner_keys, train_state,
-                      example, shardings, act_seconds, evaluate, start, limit)
+                      example, shardings, act_seconds, evaluate)
 
 
 def _warm_up(agent: Agent, act_step, params, first, device, length: int) -> Trajectory:
@@ -144,16 +144,16 @@ def _warm_up(agent: Agent, act_step, params, first, device, length: int) -> Traj
                       jax.device_get(agent.init_actor_state(batch)))
 
 
-def _evaluator(config: SebulbaConfig, env_factory, agent: Agent, device, envs: list) -> Callable[[Any], float]:
-    """`evaluate(params) -> mean greedy return` on its own env batch (built on first use)."""
+def _evaluator(config: SebulbaConfig, env_factory, agent: Agent, device, envs: list) -> Callable[[Any, int], float]:
+    """`evaluate(params, seed) -> mean greedy return` on its own env batch (built on first use)."""
     holder: list[HostVectorEnv] = []
 
-    def evaluate(params) -> float:
+    def evaluate(params, seed: int) -> float:
         if not holder:
             holder.append(_make_env(config, env_factory, -1, config.eval_episodes))
             envs.append(holder[0])  # closed with the others
         result = evaluate_host_greedy(agent, jax.device_put(params, device), holder[0],
-                                      seed=config.seed + 1_000_003, max_steps=config.eval_max_steps)
+                                      seed=seed, max_steps=config.eval_max_steps)
         return float(np.mean(result.returns))
 
     return evaluate
