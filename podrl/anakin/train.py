@@ -18,6 +18,7 @@ from envs.types import JaxEnv
 from podrl.anakin.program import AnakinProgram, AnakinState, summarize_call
 from podrl.config import AnakinConfig
 from podrl.errors import NonFiniteError, check_finite
+from podrl.keys import eval_seed
 from podrl.run_control import SaveSchedule, StopRequests
 
 
@@ -88,7 +89,7 @@ def _train_loop(program: AnakinProgram, config: AnakinConfig, logger, checkpoint
             summary["sps"] = (last - first) * config.steps_per_update * config.num_seeds / (time.perf_counter() - t0)
             summary["updates"] = last
             if (config.eval_every and calls % config.eval_every == 0) or last in (limit, config.num_updates):
-                eval_return = program.evaluate(state, config.seed + 1_000_003 + last)
+                eval_return = program.evaluate(state, eval_seed(config.seed, last))
                 summary["eval_return"] = eval_return
             _report(logger, history, summary, last * config.steps_per_update, config)
             first = last

@@ -20,7 +20,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from envs.host import HostVectorEnv
 from envs.types import TimeStep
-from podrl.rollout import update_keys
+from podrl.keys import step_keys, update_keys
 from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.stopping import RunStopped, StopSignal
 from podrl.types import Agent, Trajectory, reset_finished_actor_state
@@ -46,11 +46,6 @@ def make_act_step(agent: Agent) -> Callable:
         return agent.act(params, actor_state, observation, step_keys[t])
 
     return jax.jit(act_step)
-
-
-def step_keys(rollout_key: jax.Array, length: int) -> jax.Array:
-    """The per-step action keys of a rollout: the same split as the Anakin scan."""
-    return jax.random.split(rollout_key, length)
 
 
 class ActorThread(threading.Thread):

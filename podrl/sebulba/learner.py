@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, PartitionSpec as P
 
 from podrl.parallel import DATA_AXIS
-from podrl.rollout import update_keys
+from podrl.keys import update_keys
 from podrl.types import Agent, Trajectory
 
 TRAJECTORY_SPEC = Trajectory(

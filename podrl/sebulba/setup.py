@@ -2,12 +2,11 @@
 envs (checked against their specs), the agent, initial params, keys, compiled
 inference per actor device, queues, the params source and the actor threads.
 
-Key schedule (shared with Anakin): `params_key, env_key, run_key =
-split(key(seed), 3)`; actor thread j acts with base key `fold_in(run_key, j)`,
-learner shard d updates with `fold_in(run_key, d)`, and update i of either uses
-`podrl.rollout.update_keys(base, i)`. JAX host envs reset thread j's envs with
-slice j of `split(env_key, total_envs)`. With one thread and one learner device
-this is exactly Anakin's single-device schedule.
+Keys and host env seeds come from `podrl.keys` (the tree Anakin uses): actor
+thread j (global index) acts with base key `base_key(run_key, j)`, learner shard
+d updates with `base_key(run_key, d)`; JAX host envs reset thread j's envs with
+slice j of `env_keys(env_key, total_envs)`. With one thread and one learner
+device this is exactly Anakin's single-device schedule.
 """
 
 from __future__ import annotations
@@ -24,9 +23,10 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from envs.host import HostVectorEnv
 from envs.types import EnvSpec
 from podrl.evaluation import evaluate_host_greedy
+from podrl.keys import base_key, env_keys, eval_seed, host_env_seed, seed_keys, step_keys
 from podrl.mesh import data_mesh, replicated
 from podrl.parallel import DATA_AXIS
-from podrl.sebulba.actor import ActorThread, make_act_step, step_keys, trajectory_shardings
+from podrl.sebulba.actor import ActorThread, make_act_step, trajectory_shardings
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.stopping import StopSignal
@@ -51,12 +51,6 @@ class ActorSetup(NamedTuple):
     limit: int  # updates end before this index (num_updates or checkpoint.stop_after_updates)
 
 
-def seed_keys(seed: int) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """`(params_key, env_key, run_key)` of a run (the Anakin split for one seed)."""
-    params_key, env_key, run_key = jax.random.split(jax.random.key(seed), 3)
-    return params_key, env_key, run_key
-
-
 def _make_env(config: SebulbaConfig, factory, thread: int, num_envs: int) -> HostVectorEnv:
     if factory is not None:
         return factory(thread, num_envs)
@@ -74,8 +68,8 @@ def _reset(env: HostVectorEnv, env_key: jax.Array, thread: int, total_envs: int,
     reset_from_keys = getattr(env, "reset_from_keys", None)
     if reset_from_keys is not None:
         n = env.num_envs
-        return reset_from_keys(jax.random.split(env_key, total_envs)[thread * n:(thread + 1) * n])
-    return env.reset(int(np.random.SeedSequence([seed, thread]).generate_state(1)[0] % (2**31)))
+        return reset_from_keys(env_keys(env_key, total_envs)[thread * n:(thread + 1) * n])
+    return env.reset(host_env_seed(seed, thread))
 
 
 def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[jax.Device],
@@ -94,15 +88,15 @@ def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[j
         check_host_env(envs[0])
         spec = EnvSpec(envs[0].observation_spec(), envs[0].action_spec())
         agent = agent_config.make_agent(spec, config.num_updates)
-        params_key, env_key, run_key = seed_keys(config.seed)
+        keys = seed_keys(config.seed)
         mesh = data_mesh(learner_devices(learner_ids))
-        train_state = restore(jax.jit(lambda: agent.init(params_key, spec), out_shardings=replicated(mesh))())
+        train_state = restore(jax.jit(lambda: agent.init(keys.params, spec), out_shardings=replicated(mesh))())
         start = int(np.asarray(train_state.update_step.addressable_data(0)))
         limit = min(config.num_updates, config.checkpoint.stop_after_updates or config.num_updates)
         num_shards = mesh.devices.size
-        learner_keys = jax.jit(lambda: jax.vmap(lambda d: jax.random.fold_in(run_key, d))(jnp.arange(num_shards)),
+        learner_keys = jax.jit(lambda: jax.vmap(lambda d: base_key(keys.run, d))(jnp.arange(num_shards)),
                                out_shardings=NamedSharding(mesh, P(DATA_AXIS)))()
-        firsts = [_reset(env, env_key, first_thread + j, total_envs, config.seed) for j, env in enumerate(envs)]
+        firsts = [_reset(env, keys.env, first_thread + j, total_envs, config.seed) for j, env in enumerate(envs)]
         actor_devices = [local[i] for i in config.actor_devices]
         act_step = make_act_step(agent)
         compile_start = time.perf_counter()
@@ -119,7 +113,7 @@ def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[j
             slot = j // config.threads_per_actor_device
             threads.append(ActorThread(
                 j, envs[j], firsts[j], agent, act_step, actor_devices[slot], slot, source, queues[j], stop,
-                jax.random.fold_in(run_key, first_thread + j), config.rollout_length, range(start, limit), shardings,
+                base_key(keys.run, first_thread + j), config.rollout_length, range(start, limit), shardings,
                 config.timeout_s))
         evaluate = _evaluator(config, env_factory, agent, actor_devices[0], envs)
     except BaseException:
@@ -153,7 +147,7 @@ def _evaluator(config: SebulbaConfig, env_factory, agent: Agent, device, envs: l
             holder.append(_make_env(config, env_factory, -1, config.eval_episodes))
             envs.append(holder[0])  # closed with the others
         result = evaluate_host_greedy(agent, jax.device_put(params, device), holder[0],
-                                      seed=config.seed + 1_000_003, max_steps=config.eval_max_steps)
+                                      seed=eval_seed(config.seed), max_steps=config.eval_max_steps)
         return float(np.mean(result.returns))
 
     return evaluate
