@@ -18,11 +18,12 @@ import numpy as np
 
 from podrl.distributed import host_sum, is_main_process
 from podrl.errors import NonFiniteError, check_finite  # noqa: F401  (re-exported)
-from podrl.sebulba.actor import Rollout, place_on_learners
+from podrl.sebulba.actor import Rollout
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.learner import make_learner_step
 from podrl.sebulba.setup import ActorSetup, build_actors
 from podrl.sebulba.stats import WindowStats
+from podrl.sebulba.transport import place_on_learners
 from podrl.run_control import SaveSchedule, StopRequests
 from podrl.types import TrainState
 

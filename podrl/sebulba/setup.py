@@ -26,10 +26,11 @@ from podrl.evaluation import evaluate_host_greedy
 from podrl.keys import base_key, env_keys, eval_seed, host_env_seed, seed_keys, step_keys
 from podrl.mesh import data_mesh, replicated
 from podrl.parallel import DATA_AXIS
-from podrl.sebulba.actor import ActorThread, make_act_step, trajectory_shardings
+from podrl.sebulba.actor import ActorThread, make_act_step
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.stopping import StopSignal
+from podrl.sebulba.transport import example_trajectory, learner_shardings, step_record
 from podrl.types import Agent, TrainState, Trajectory
 
 
@@ -105,7 +106,7 @@ def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[j
         for device in actor_devices:  # compile inference for every actor device, in this thread
             example = _warm_up(agent, act_step, local_params, firsts[0], device, config.rollout_length)
         act_seconds = time.perf_counter() - compile_start
-        shardings = trajectory_shardings(mesh, DATA_AXIS, example)
+        shardings = learner_shardings(mesh, example)
         source = ParamsSource(actor_devices, config.fixed_lag, stop, config.timeout_s, first_version=start)
         queues = [queue.Queue(maxsize=config.queue_size) for _ in range(n_threads)]
         threads = []
@@ -127,15 +128,13 @@ def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[j
 def _warm_up(agent: Agent, act_step, params, first, device, length: int) -> Trajectory:
     """Compiles `act_step` for `device`; returns a zero Trajectory shaped like one rollout."""
     params = jax.device_put(params, device)
-    actor_state = jax.device_put(agent.init_actor_state(first.observation.shape[0]), device)
+    batch = first.observation.shape[0]
+    actor_state = jax.device_put(agent.init_actor_state(batch), device)
     keys = jax.device_put(step_keys(jax.random.key(0), length), device)
     action, extras, _ = jax.device_get(act_step(params, actor_state, first.observation, keys, 0))
-    zeros = lambda x: np.zeros((length,) + np.shape(x), np.asarray(x).dtype)  # noqa: E731
-    obs = zeros(first.observation)
-    batch = obs.shape[1]
-    return Trajectory(obs, zeros(action), np.zeros((length, batch), np.float32), np.zeros((length, batch), np.float32),
-                      np.zeros((length, batch), np.bool_), obs.copy(), jax.tree.map(zeros, extras),
-                      jax.device_get(agent.init_actor_state(batch)))
+    flags = np.zeros(batch, np.float32)  # reward, discount, truncated: cast by the transport
+    step = step_record(first.observation, action, flags, flags, flags, first.observation, extras)
+    return example_trajectory(step, jax.device_get(agent.init_actor_state(batch)), length)
 
 
 def _evaluator(config: SebulbaConfig, env_factory, agent: Agent, device, envs: list) -> Callable[[Any], float]:
