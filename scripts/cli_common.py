@@ -8,16 +8,20 @@ from typing import Annotated, Callable, TypeVar, Union
 
 import tyro
 
-from agents.impala import ImpalaConfig
-from agents.ppo import PPOConfig
+from agents import AGENTS
 from podrl.distributed import DistributedConfig, initialize
 from podrl.errors import ConfigError
 
-AgentChoice = Union[
-    Annotated[PPOConfig, tyro.conf.subcommand("ppo", description="Proximal Policy Optimization with GAE.")],
-    Annotated[ImpalaConfig, tyro.conf.subcommand("impala", description="IMPALA: actor-critic with V-trace.")],
-]
-"""`agent:ppo` (default) or `agent:impala` on the command line."""
+AgentChoice = Union[tuple(  # type: ignore[valid-type]
+    Annotated[entry.config, tyro.conf.subcommand(name, description=entry.description)]
+    for name, entry in AGENTS.items()
+)]
+"""`agent:<name>` on the command line, one subcommand per entry of `agents.AGENTS`."""
+
+
+def default_agent():
+    """The default agent config: the first registered agent with its defaults."""
+    return next(iter(AGENTS.values())).config()
 
 Args = TypeVar("Args")
 
