@@ -20,6 +20,7 @@ from podrl.config import AnakinConfig
 from podrl.errors import NonFiniteError, check_finite
 from podrl.keys import eval_seed
 from podrl.run_control import SaveSchedule, StopRequests
+from podrl.types import AgentConfig
 
 
 class AnakinResult(NamedTuple):
@@ -33,7 +34,7 @@ class AnakinResult(NamedTuple):
     stopped_by: str | None = None  # "SIGTERM", "SIGINT", "stop_after_updates", or None (ran to the end)
 
 
-def train_anakin(config: AnakinConfig, agent_config, env: JaxEnv | None = None,
+def train_anakin(config: AnakinConfig, agent_config: AgentConfig, env: JaxEnv | None = None,
                  devices: list[jax.Device] | None = None, full_config: Any = None) -> AnakinResult:
     """Trains `agent_config`'s agent on `config.env` (or `env`) with the Anakin layout.
 

@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 from envs.host import HostVectorEnv
-from envs.types import TimeStep
+from envs.types import LAST, TimeStep
 from podrl.keys import step_keys, update_keys
 from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.stopping import RunStopped, StopSignal
@@ -52,7 +52,7 @@ def make_act_step(agent: Agent) -> Callable:
 class ActorThread(threading.Thread):
     """One actor: env batch + queue + key; runs rollouts `rollouts` (a range of update indices)."""
 
-    def __init__(self, index: int, env: HostVectorEnv, first: TimeStep, agent: Agent, act_step: Callable,
+    def __init__(self, *, index: int, env: HostVectorEnv, first: TimeStep, agent: Agent, act_step: Callable,
                  device: jax.Device, device_slot: int, source: ParamsSource, out: queue.Queue,
                  stop: StopSignal, base_key: jax.Array, rollout_length: int, rollouts: range,
                  shardings: Trajectory, timeout: float):
@@ -113,7 +113,7 @@ class ActorThread(threading.Thread):
             ts = self.env.step(action)
             t2 = time.perf_counter()
             env_s, infer_s = env_s + (t2 - t1), infer_s + (t1 - t0)
-            last = np.asarray(ts.step_type) == 2
+            last = np.asarray(ts.step_type) == LAST
             self.actor_state = reset_finished_actor_state(actor_state, last, self.initial_actor_state)
             steps.append(step_record(observation, action, ts.reward, ts.discount, ts.extras["truncated"],
                                      ts.extras["next_obs"], extras))

@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from podrl.distributed import host_sum, is_main_process
-from podrl.errors import NonFiniteError, check_finite  # noqa: F401  (re-exported)
+from podrl.errors import NonFiniteError, check_finite
 from podrl.sebulba.actor import Rollout
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.learner import make_learner_step
@@ -25,7 +25,7 @@ from podrl.sebulba.setup import ActorSetup, build_actors
 from podrl.sebulba.stats import WindowStats
 from podrl.sebulba.transport import place_on_learners
 from podrl.run_control import SaveSchedule, StopRequests
-from podrl.types import TrainState
+from podrl.types import AgentConfig, TrainState
 
 
 class SebulbaResult(NamedTuple):
@@ -42,7 +42,7 @@ class SebulbaResult(NamedTuple):
     stopped_by: str | None = None  # "SIGTERM", "SIGINT", "stop_after_updates", or None
 
 
-def train_sebulba(config: SebulbaConfig, agent_config, env_factory=None, full_config: Any = None) -> SebulbaResult:
+def train_sebulba(config: SebulbaConfig, agent_config: AgentConfig, env_factory=None, full_config: Any = None) -> SebulbaResult:
     """Trains `agent_config`'s agent with the Sebulba layout on `config.env`.
 
     Args:

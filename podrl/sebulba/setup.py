@@ -31,7 +31,7 @@ from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.stopping import StopSignal
 from podrl.sebulba.transport import example_trajectory, learner_shardings, step_record
-from podrl.types import Agent, TrainState, Trajectory
+from podrl.types import Agent, AgentConfig, TrainState, Trajectory
 
 
 class ActorSetup(NamedTuple):
@@ -73,7 +73,7 @@ def _reset(env: HostVectorEnv, env_key: jax.Array, thread: int, total_envs: int,
     return env.reset(host_env_seed(seed, thread))
 
 
-def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[jax.Device],
+def build_actors(config: SebulbaConfig, agent_config: AgentConfig, env_factory, local: list[jax.Device],
                  learner_ids: tuple[int, ...], restore: Callable[[TrainState], TrainState]) -> ActorSetup:
     """Builds everything; `restore` maps the fresh train state to the one to start from."""
     from envs.adapters.specs import check_host_env
@@ -113,16 +113,19 @@ def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[j
         for j in range(n_threads):
             slot = j // config.threads_per_actor_device
             threads.append(ActorThread(
-                j, envs[j], firsts[j], agent, act_step, actor_devices[slot], slot, source, queues[j], stop,
-                base_key(keys.run, first_thread + j), config.rollout_length, range(start, limit), shardings,
-                config.timeout_s))
+                index=j, env=envs[j], first=firsts[j], agent=agent, act_step=act_step, device=actor_devices[slot],
+                device_slot=slot, source=source, out=queues[j], stop=stop,
+                base_key=base_key(keys.run, first_thread + j), rollout_length=config.rollout_length,
+                rollouts=range(start, limit), shardings=shardings, timeout=config.timeout_s))
         evaluate = _evaluator(config, env_factory, agent, actor_devices[0], envs)
     except BaseException:
         for env in envs:
             env.close()
         raise
-    return ActorSetup(agent, envs, threads, queues, source, stop, mesh, learner_keys, train_state,
-                      example, shardings, act_seconds, evaluate, start, limit)
+    return ActorSetup(agent=agent, envs=envs, threads=threads, queues=queues, source=source, stop=stop,
+                      learner_mesh=mesh, learner_keys=learner_keys, train_state=train_state,
+                      example_trajectory=example, shardings=shardings, act_compile_seconds=act_seconds,
+                      evaluate=evaluate, start_update=start, limit=limit)
 
 
 def _warm_up(agent: Agent, act_step, params, first, device, length: int) -> Trajectory:
