@@ -1,4 +1,4 @@
-"""Reinforcement-learning algorithms for podrl.
+"""Reinforcement-learning algorithms for podrl, and the registry that names them.
 
 Each algorithm lives in its own package (`agents.ppo`, `agents.impala`, ...) with
 `config.py`, `losses.py` and `agent.py`, and talks to the runtime only through
@@ -6,4 +6,55 @@ Each algorithm lives in its own package (`agents.ppo`, `agents.impala`, ...) wit
 distributions in `agents.networks`, return estimators (GAE, V-trace) in
 `agents.returns`, the actor-critic agent plumbing (init, acting, optimizer,
 SGD step) in `agents.actor_critic`, config field checks in `agents.config_checks`.
+
+`AGENTS` is the one table of agents: the training CLIs build their `agent:<name>`
+subcommands from it, and checkpoints name their agent by config class
+(`agent_type`), which `config_from_saved` turns back into a config. Adding an
+agent is one new package and one line here (see CONTRIBUTING.md).
 """
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+from agents.impala.config import ImpalaConfig
+from agents.ppo.config import PPOConfig
+
+
+class AgentEntry(NamedTuple):
+    """One registered agent."""
+
+    config: type  # a frozen dataclass implementing `podrl.types.AgentConfig`
+    description: str  # one line, shown by the CLI's --help
+
+
+AGENTS: dict[str, AgentEntry] = {
+    "ppo": AgentEntry(PPOConfig, "Proximal Policy Optimization with GAE."),
+    "impala": AgentEntry(ImpalaConfig, "IMPALA: actor-critic with V-trace."),
+}
+"""CLI name -> agent; the first entry is the default."""
+
+
+class UnknownAgentError(ValueError):
+    """A saved `agent_type` that no registered agent has."""
+
+
+def config_type(type_name: str) -> type:
+    """The registered config class named `type_name` (a checkpoint's `agent_type`)."""
+    by_type = {entry.config.__name__: entry.config for entry in AGENTS.values()}
+    if type_name not in by_type:
+        raise UnknownAgentError(f"unknown agent_type {type_name!r}; expected one of {sorted(by_type)}")
+    return by_type[type_name]
+
+
+def config_from_saved(type_name: str, values: dict[str, Any]) -> tuple[Any, list[str]]:
+    """`(config, ignored)`: the agent config saved as JSON (lists back to tuples), and the
+    saved fields this version does not know (left out). Invalid values raise `ConfigError`."""
+    cls = config_type(type_name)
+    names = {f.name for f in dataclasses.fields(cls)}
+    known = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items() if k in names}
+    return cls(**known), sorted(set(values) - names)
+
+
+__all__ = ["AGENTS", "AgentEntry", "UnknownAgentError", "config_type", "config_from_saved"]

@@ -15,11 +15,11 @@ Array = jax.Array
 
 
 def gae(
-    reward: Array,
-    discount: Array,
-    episode_end: Array,
-    value: Array,
-    next_value: Array,
+    r_t: Array,
+    discount_t: Array,
+    episode_end_t: Array,
+    v_tm1: Array,
+    v_t: Array,
     gamma: float,
     lambda_: float,
 ) -> tuple[Array, Array]:
@@ -29,33 +29,35 @@ def gae(
     Estimation" by Schulman, Moritz, Levine, Jordan and Abbeel (ICLR 2016),
     https://arxiv.org/abs/1506.02438.
 
-        delta_t = r_t + gamma * discount_t * next_value_t - value_t
+        delta_t = r_t + gamma * discount_t * v_t - v_tm1
         A_t     = delta_t + gamma * lambda_ * (1 - episode_end_t) * A_{t+1},  A_T = 0
 
-    A terminated step has `discount_t = 0` (no bootstrap). A truncated step has
-    `discount_t = 1`, bootstraps from `next_value_t` (the value of the true final
-    observation) and, like a termination, stops the recursion (`episode_end_t`).
+    Names follow rlax (and `vtrace` below): index t is the step, `v_tm1` the value
+    of its observation, `v_t` the value of the next one. A terminated step has
+    `discount_t = 0` (no bootstrap). A truncated step has `discount_t = 1`,
+    bootstraps from `v_t` (the value of the true final observation) and, like a
+    termination, stops the recursion (`episode_end_t`).
 
     Args:
-      reward: `[T]` r_t, the reward for the action taken at t.
-      discount: `[T]` 0 where the episode terminated after step t, else 1.
-      episode_end: `[T]` bool or 0/1, the episode ended (terminated or truncated)
+      r_t: `[T]` the reward for the action taken at t.
+      discount_t: `[T]` 0 where the episode terminated after step t, else 1.
+      episode_end_t: `[T]` bool or 0/1, the episode ended (terminated or truncated)
         after step t.
-      value: `[T]` V(o_t).
-      next_value: `[T]` V(o_{t+1}), o_{t+1} taken before any auto-reset.
+      v_tm1: `[T]` V(o_t).
+      v_t: `[T]` V(o_{t+1}), o_{t+1} taken before any auto-reset.
       gamma: discount factor.
       lambda_: GAE mixing parameter (0: one-step TD, 1: Monte Carlo).
 
     Returns:
-      `(advantage [T], target [T])` with `target = advantage + value`, the
+      `(advantage [T], target [T])` with `target = advantage + v_tm1`, the
       lambda-return regression target of the critic.
     """
-    chex.assert_rank([reward, discount, episode_end, value, next_value], 1)
-    chex.assert_equal_shape([reward, discount, episode_end, value, next_value])
-    chex.assert_type([reward, discount, value, next_value], float)
+    chex.assert_rank([r_t, discount_t, episode_end_t, v_tm1, v_t], 1)
+    chex.assert_equal_shape([r_t, discount_t, episode_end_t, v_tm1, v_t])
+    chex.assert_type([r_t, discount_t, v_tm1, v_t], float)
 
-    delta = reward + gamma * discount * next_value - value
-    decay = (gamma * lambda_) * (1.0 - episode_end.astype(delta.dtype))
+    delta = r_t + gamma * discount_t * v_t - v_tm1
+    decay = (gamma * lambda_) * (1.0 - episode_end_t.astype(delta.dtype))
 
     def backward(advantage_tp1, delta_and_decay):
         delta_t, decay_t = delta_and_decay
@@ -63,25 +65,25 @@ def gae(
         return advantage_t, advantage_t
 
     _, advantage = lax.scan(backward, jnp.zeros_like(delta[0]), (delta, decay), reverse=True)
-    return advantage, advantage + value
+    return advantage, advantage + v_tm1
 
 
 _gae_over_batch = jax.vmap(gae, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
 
 
 def batched_gae(
-    reward: Array,
-    discount: Array,
-    episode_end: Array,
-    value: Array,
-    next_value: Array,
+    r_t: Array,
+    discount_t: Array,
+    episode_end_t: Array,
+    v_tm1: Array,
+    v_t: Array,
     gamma: float,
     lambda_: float,
 ) -> tuple[Array, Array]:
     """`gae` over a time-major batch: every argument is `[T, B]`; returns `[T, B]` twice."""
-    chex.assert_rank([reward, discount, episode_end, value, next_value], 2)
-    chex.assert_equal_shape([reward, discount, episode_end, value, next_value])
-    return _gae_over_batch(reward, discount, episode_end, value, next_value, gamma, lambda_)
+    chex.assert_rank([r_t, discount_t, episode_end_t, v_tm1, v_t], 2)
+    chex.assert_equal_shape([r_t, discount_t, episode_end_t, v_tm1, v_t])
+    return _gae_over_batch(r_t, discount_t, episode_end_t, v_tm1, v_t, gamma, lambda_)
 
 
 def vtrace(

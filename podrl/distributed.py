@@ -110,9 +110,4 @@ def host_sum(values: np.ndarray) -> np.ndarray:
     return np.asarray(multihost_utils.process_allgather(values)).sum(axis=0)
 
 
-def process_seed(seed: int) -> int:
-    """A per-process seed for what must differ between hosts (envs, actor keys)."""
-    return int(np.random.SeedSequence([seed, jax.process_index()]).generate_state(1)[0] % (2**31))
-
-
-__all__ = ["DistributedConfig", "initialize", "is_main_process", "host_sum", "process_seed"]
+__all__ = ["DistributedConfig", "initialize", "is_main_process", "host_sum"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from envs.types import JaxEnv
+from envs.types import LAST, JaxEnv, TimeStep
 from envs.wrappers import EpisodeStats
 from podrl.parallel import match_varying, vary_like
 from podrl.types import Agent, Array, Params, PRNGKey
@@ -19,6 +19,18 @@ class EvalResult(NamedTuple):
     finished: Array  # bool [N], False where the episode hit `max_steps` first
 
 
+class _GreedyLoop(NamedTuple):
+    """The while-loop carry of `evaluate_greedy` (`N` envs)."""
+
+    t: Array  # int32 [], steps taken
+    env_state: Any  # [N, ...]
+    timestep: TimeStep  # [N, ...]
+    actor_state: Any  # [N, ...] or ()
+    done: Array  # bool [N], the episode has ended
+    returns: Array  # float32 [N], frozen once done
+    lengths: Array  # int32 [N], frozen once done
+
+
 def evaluate_greedy(agent: Agent, env: JaxEnv, params: Params, keys: PRNGKey, max_steps: int) -> EvalResult:
     """Runs one greedy episode per key (`keys` `[N]`), all envs stepped together.
 
@@ -28,29 +40,27 @@ def evaluate_greedy(agent: Agent, env: JaxEnv, params: Params, keys: PRNGKey, ma
     env = EpisodeStats(env)
     num = keys.shape[0]
     env_state, timestep = jax.vmap(env.reset)(keys)
-    actor_state = agent.init_actor_state(num)
-    done = jnp.zeros((num,), jnp.bool_)
-    returns = jnp.zeros((num,), jnp.float32)
-    lengths = jnp.zeros((num,), jnp.int32)
+    zeros = jnp.zeros((num,), jnp.float32)
+    start = _GreedyLoop(t=jnp.asarray(0, jnp.int32), env_state=env_state, timestep=timestep,
+                        actor_state=agent.init_actor_state(num), done=jnp.zeros((num,), jnp.bool_),
+                        returns=zeros, lengths=jnp.zeros((num,), jnp.int32))
 
-    def cond(carry):
-        t, done = carry[0], carry[4]
-        return (t < max_steps) & ~jnp.all(done)
+    def cond(carry: _GreedyLoop):
+        return (carry.t < max_steps) & ~jnp.all(carry.done)
 
-    def body(carry):
-        t, env_state, timestep, actor_state, done, returns, lengths = carry
-        action, actor_state = agent.act_greedy(params, actor_state, timestep.observation)
-        env_state, timestep = jax.vmap(env.step)(env_state, action)
-        live = ~done
-        returns = jnp.where(live, timestep.extras["episode_return"], returns)
-        lengths = jnp.where(live, timestep.extras["episode_length"], lengths)
-        done = done | timestep.last()
-        return match_varying((t + 1, env_state, timestep, actor_state, done, returns, lengths), carry)
+    def body(carry: _GreedyLoop):
+        action, actor_state = agent.act_greedy(params, carry.actor_state, carry.timestep.observation)
+        env_state, timestep = jax.vmap(env.step)(carry.env_state, action)
+        live = ~carry.done
+        return match_varying(_GreedyLoop(
+            t=carry.t + 1, env_state=env_state, timestep=timestep, actor_state=actor_state,
+            done=carry.done | timestep.last(),
+            returns=jnp.where(live, timestep.extras["episode_return"], carry.returns),
+            lengths=jnp.where(live, timestep.extras["episode_length"], carry.lengths),
+        ), carry)
 
-    carry = (jnp.asarray(0, jnp.int32), env_state, timestep, actor_state, done, returns, lengths)
-    carry = vary_like(carry, jax.random.key_data(keys))
-    carry = jax.lax.while_loop(cond, body, carry)
-    return EvalResult(returns=carry[5], lengths=carry[6], finished=carry[4])
+    end = jax.lax.while_loop(cond, body, vary_like(start, jax.random.key_data(keys)))
+    return EvalResult(returns=end.returns, lengths=end.lengths, finished=end.done)
 
 
 def evaluate_host_greedy(agent: Agent, params: Params, env, seed: int, max_steps: int) -> EvalResult:
@@ -72,7 +82,7 @@ def evaluate_host_greedy(agent: Agent, params: Params, env, seed: int, max_steps
         live = ~done
         returns = np.where(live, timestep.extras["episode_return"], returns)
         lengths = np.where(live, timestep.extras["episode_length"], lengths)
-        done |= np.asarray(timestep.step_type) == 2
+        done |= np.asarray(timestep.step_type) == LAST
         if done.all():
             break
     return EvalResult(returns=returns, lengths=lengths, finished=done)

@@ -44,8 +44,3 @@ def data_mesh(devices: Sequence[jax.Device]) -> Mesh:
 def replicated(mesh: Mesh) -> NamedSharding:
     """Every device holds the whole array."""
     return NamedSharding(mesh, P())
-
-
-def sharded_along(mesh: Mesh, axis: int) -> NamedSharding:
-    """Array dimension `axis` is split over the data axis, the rest replicated."""
-    return NamedSharding(mesh, P(*([None] * axis), DATA_AXIS))

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from envs.types import EnvState, JaxEnv, TimeStep
+from podrl.keys import step_keys
 from podrl.parallel import match_varying
 from podrl.types import ActorState, Agent, Array, Params, PRNGKey, Trajectory, reset_finished_actor_state
 
@@ -34,16 +35,6 @@ class EpisodeTotals(NamedTuple):
 
     def __add__(self, other: "EpisodeTotals") -> "EpisodeTotals":  # type: ignore[override]
         return EpisodeTotals(*(a + b for a, b in zip(self, other)))
-
-
-def update_keys(base_key: PRNGKey, index: Array | int) -> tuple[PRNGKey, PRNGKey]:
-    """`(rollout_key, update_key)` of update `index` for an actor/learner with `base_key`.
-
-    Both layouts derive every key of update `index` from this one function, so a
-    run is reproducible from (seed, update index) and the layouts agree.
-    """
-    rollout_key, update_key = jax.random.split(jax.random.fold_in(base_key, index))
-    return rollout_key, update_key
 
 
 def reset_batch(env: JaxEnv, agent: Agent, keys: PRNGKey) -> ActingState:
@@ -85,7 +76,7 @@ def rollout(
         record = (carry.timestep.observation, action, ts, extras)
         return match_varying(ActingState(env_state, ts, actor_state), carry), record
 
-    next_state, (obs, action, ts, extras) = jax.lax.scan(step, state, jax.random.split(key, length))
+    next_state, (obs, action, ts, extras) = jax.lax.scan(step, state, step_keys(key, length))
     trajectory = Trajectory(
         observation=obs,
         action=action,

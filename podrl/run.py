@@ -30,13 +30,10 @@ from podrl.checkpoint import ResumePoint, RunCheckpoints, find_resume_point
 from podrl.config import RunConfig
 from podrl.config_json import resolved_config
 from podrl.errors import ConfigError
+from podrl.keys import eval_seed
 from podrl.logging import RunLogger
 from podrl.run_control import SaveSchedule, StopRequests
 from podrl.types import AgentConfig
-
-EVAL_SEED_OFFSET = 1_000_003
-"""Evaluation after update `u` uses seed `config.seed + EVAL_SEED_OFFSET + u`: never a training seed."""
-
 
 class RunContext:
     """What a training run needs besides its layout (see the module docstring).
@@ -88,8 +85,8 @@ class RunContext:
         return self.config.logged_steps(updates, jax.process_count())
 
     def eval_seed(self, update: int) -> int:
-        """The seed of the greedy evaluation after `update` updates."""
-        return self.config.seed + EVAL_SEED_OFFSET + update
+        """The seed of the greedy evaluation after `update` updates (`podrl.keys.eval_seed`)."""
+        return eval_seed(self.config.seed, update)
 
     @property
     def stop_requested(self) -> str | None:

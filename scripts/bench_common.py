@@ -15,6 +15,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from typing import Any, Callable
 
@@ -162,3 +163,35 @@ def add_child_run_flags(parser: argparse.ArgumentParser, *, timeout: float, quic
     parser.add_argument("--quick", action="store_true", help=quick_help)
     parser.add_argument("--out", help="write the JSON document here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+
+
+class CpuSampler:
+    """Samples this process's CPU time (all threads) every `interval` s, to tell how many
+    cores a run actually got on a shared machine: `cores_used(seconds)` over the last `seconds`."""
+
+    def __init__(self, interval: float = 0.2):
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.perf_counter(), time.process_time()))
+            self._stop.wait(interval)
+
+    def __enter__(self) -> "CpuSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append((time.perf_counter(), time.process_time()))
+
+    def cores_used(self, seconds: float) -> float | None:
+        end_wall, end_cpu = self.samples[-1]
+        earlier = [s for s in self.samples if s[0] <= end_wall - seconds]
+        if not earlier:
+            return None
+        start_wall, start_cpu = earlier[-1]
+        return (end_cpu - start_cpu) / (end_wall - start_wall)

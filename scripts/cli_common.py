@@ -10,21 +10,23 @@ from typing import Annotated, Callable, TypeVar, Union
 
 import tyro
 
-from agents.impala import ImpalaConfig
-from agents.ppo import PPOConfig
+from agents import AGENTS, UnknownAgentError, config_type
 from podrl.checkpoint import CheckpointError
 from podrl.config_json import config_from_json
 from podrl.distributed import DistributedConfig, initialize
 from podrl.errors import ConfigError
 
-AgentChoice = Union[
-    Annotated[PPOConfig, tyro.conf.subcommand("ppo", description="Proximal Policy Optimization with GAE.")],
-    Annotated[ImpalaConfig, tyro.conf.subcommand("impala", description="IMPALA: actor-critic with V-trace.")],
-]
-"""`agent:ppo` (default) or `agent:impala` on the command line."""
+AgentChoice = Union[tuple(  # type: ignore[valid-type]
+    Annotated[entry.config, tyro.conf.subcommand(name, description=entry.description)]
+    for name, entry in AGENTS.items()
+)]
+"""`agent:<name>` on the command line, one subcommand per entry of `agents.AGENTS`."""
 
-AGENT_TYPES = {cls.__name__: cls for cls in (PPOConfig, ImpalaConfig)}
-"""Agent config classes by the name a checkpoint records (`agent_type`)."""
+
+def default_agent():
+    """The default agent config: the first registered agent with its defaults."""
+    return next(iter(AGENTS.values())).config()
+
 
 Args = TypeVar("Args")
 
@@ -74,10 +76,10 @@ def resume_defaults(args_type: type[Args], path: str) -> Args:
     if saved.get("layout") != run_type.layout:
         raise ConfigError("resume", f"{path} holds a {saved.get('layout')!r} checkpoint; this script trains "
                                     f"with the {run_type.layout!r} layout")
-    agent_type = AGENT_TYPES.get(saved.get("agent_type"))
-    if agent_type is None:
-        raise ConfigError("resume", f"{path} was written by agent {saved.get('agent_type')!r}, which this "
-                                    f"version does not have (known: {sorted(AGENT_TYPES)})")
+    try:
+        agent_type = config_type(saved.get("agent_type"))
+    except UnknownAgentError as e:
+        raise ConfigError("resume", f"{path}: {e}") from None
     run = config_from_json(run_type, saved["run"], "run.")
     run = dataclasses.replace(run, checkpoint=dataclasses.replace(run.checkpoint, resume=path))
     return args_type(run=run, agent=config_from_json(agent_type, saved["agent"], "agent."))

@@ -16,9 +16,8 @@ from typing import Annotated
 
 import tyro
 
-from cli_common import AgentChoice, Distributed, run_cli
+from cli_common import AgentChoice, Distributed, default_agent, run_cli
 from podrl.distributed import DistributedConfig
-from agents.ppo import PPOConfig
 from podrl.sebulba.config import SebulbaConfig
 
 
@@ -27,7 +26,7 @@ class TrainSebulbaArgs:
     """Train an agent with the Sebulba layout on host environments."""
 
     run: Annotated[SebulbaConfig, tyro.conf.arg(name="")] = dataclasses.field(default_factory=SebulbaConfig)
-    agent: AgentChoice = dataclasses.field(default_factory=PPOConfig)
+    agent: AgentChoice = dataclasses.field(default_factory=default_agent)
     """The agent and its hyperparameters."""
     distributed: Distributed = dataclasses.field(default_factory=DistributedConfig)
     """Multi-process (multi-host) settings; defaults run one process."""

@@ -32,6 +32,7 @@ def params_of(result) -> list[np.ndarray]:
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 @pytest.mark.timeout(300)
 def test_ppo_solves_cartpole_on_a_4_device_mesh(cpu_devices):
     config = AnakinConfig(env="CartPole-v1", num_envs=4, rollout_length=128, total_steps=500_000,
@@ -44,6 +45,7 @@ def test_ppo_solves_cartpole_on_a_4_device_mesh(cpu_devices):
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 @pytest.mark.timeout(300)
 def test_ppo_improves_pendulum_well_beyond_random(cpu_devices):
     """A uniformly random policy scores about -1200 on Pendulum-v1 and a good one

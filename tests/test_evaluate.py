@@ -188,15 +188,16 @@ def test_sebulba_checkpoint_and_step_selection(evaluate_module, trained, tmp_pat
     assert "--seed-index 2 is out of range: the run trained 2 seed(s)" in capsys.readouterr().err
 
 
-def test_video_falls_back_to_frames_when_moviepy_is_missing(evaluate_module, trained, tmp_path, monkeypatch):
+def test_video_falls_back_to_frames_when_moviepy_is_missing(trained, tmp_path, monkeypatch):
     import importlib.util
 
-    evaluate = evaluate_module
+    from podrl import policy, video
+
     real_find_spec = importlib.util.find_spec
     without_moviepy = lambda name, *a: None if name == "moviepy" else real_find_spec(name, *a)  # noqa: E731
     monkeypatch.setattr(importlib.util, "find_spec", without_moviepy)
-    message = evaluate.record_video(cartpole_agent(), seed_params(trained, 0), lambda: SquareEnv("rgb_array"),
-                                    str(tmp_path), seed=0, max_steps=100)
+    message = video.record_video(cartpole_agent(), seed_params(trained, 0), lambda: SquareEnv("rgb_array"),
+                                 str(tmp_path), seed=0, max_steps=100)
     written = list(tmp_path.iterdir())
     assert len(written) >= 1, message
     assert "moviepy is not installed" in message and str(tmp_path) in message
@@ -206,5 +207,5 @@ def test_video_falls_back_to_frames_when_moviepy_is_missing(evaluate_module, tra
         assert Image.open(written[0]).n_frames == 5  # the reset frame + one per step
     else:
         assert len(written) == 5
-    with pytest.raises(evaluate.EvaluateError, match="not 'rgb_array'"):
-        evaluate.record_video(cartpole_agent(), seed_params(trained, 0), lambda: SquareEnv(None), str(tmp_path), 0, 10)
+    with pytest.raises(policy.PolicyError, match="not 'rgb_array'"):
+        video.record_video(cartpole_agent(), seed_params(trained, 0), lambda: SquareEnv(None), str(tmp_path), 0, 10)

@@ -198,6 +198,7 @@ def test_update_rejects_envs_not_divisible_by_minibatches():
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 @pytest.mark.timeout(300)
 def test_impala_solves_cartpole_through_anakin(cpu_devices):
     """Default ImpalaConfig, 16 envs x 16 steps per update (one SGD step each), 2 devices:

@@ -8,7 +8,8 @@ from dm_env import specs
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from agents.ppo import PPOBatch, PPOConfig, make_loss_fn, make_network
+from agents.networks import make_network
+from agents.ppo import PPOBatch, PPOConfig, make_loss_fn
 from envs.types import EnvSpec
 from podrl.errors import ConfigError
 from podrl.parallel import DATA_AXIS, learner_value_and_grad, mean_across_learners

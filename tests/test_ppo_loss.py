@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from dm_env import specs
 
-from agents.ppo import PPOBatch, PPOConfig, make_loss_fn, make_network
+from agents.networks import make_network
+from agents.ppo import PPOBatch, PPOConfig, make_loss_fn
 from agents import networks as nets
 from envs.types import EnvSpec
 

@@ -200,6 +200,7 @@ def test_device_split_errors_before_anything_starts(cpu_devices, overrides, fiel
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("agent_config, rollout_length", [(PPOConfig(), 32), (ImpalaConfig(), 16)],
                          ids=["ppo", "impala"])

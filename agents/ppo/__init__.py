@@ -8,10 +8,7 @@
 from agents.ppo.agent import make_agent, make_optimizer
 from agents.ppo.config import PPOConfig
 from agents.ppo.losses import PPOBatch, make_loss_fn
-from agents import networks  # noqa: F401  (was agents.ppo.networks; kept importable from here)
-from agents.networks import ActorCritic, action_distribution, make_network
 
 __all__ = [
     "PPOConfig", "make_agent", "make_optimizer", "PPOBatch", "make_loss_fn",
-    "ActorCritic", "action_distribution", "make_network",
 ]

@@ -5,7 +5,8 @@ exactly as the Anakin layout runs it, and `num_envs` copies are stepped by one
 jitted, vmapped call on this process's first CPU device (`jax.local_devices(backend="cpu")[0]`). Results come back as numpy.
 
 Reset keys: `reset(seed)` derives the per-env keys as a single-device,
-single-seed Anakin run does (`podrl.anakin.AnakinProgram._init_shard`)::
+single-seed Anakin run does (the `env_key` branch of `podrl.keys`; envs never
+import podrl, tests/test_keys.py holds the two equal)::
 
     params_key, env_key, run_key = jax.random.split(jax.random.key(seed), 3)
     env_keys = jax.random.split(env_key, num_envs)

@@ -12,8 +12,9 @@ Global array layout (S seeds, D shards, E envs per seed, E/D per shard):
   acting       `[S, E, ...]`           spec P(None, DATA_AXIS)
   key          `[S, D]` typed keys     spec P(None, DATA_AXIS), one per shard
 
-Update `i` of a shard draws its keys from `update_keys(shard_key, i)`, so a run
-is a pure function of (seed, update index): the same schedule Sebulba uses.
+Keys follow `podrl.keys` (the tree Sebulba uses too): seed `seed + s` gives the
+params, env and run keys; shard d's base key is `base_key(run_key, d)` and update
+`i` draws from `update_keys(base, i)`, so a run is a pure function of (seed, update index).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from envs.wrappers import wrap_for_training
 from podrl.config import AnakinConfig
 from podrl.evaluation import evaluate_greedy
 from podrl.parallel import DATA_AXIS, mean_across_learners, sum_across_learners
-from podrl.rollout import ActingState, EpisodeTotals, reset_batch, rollout, update_keys
+from podrl.keys import base_key, env_keys, eval_keys, per_seed_keys, seed_keys, update_keys
+from podrl.rollout import ActingState, EpisodeTotals, reset_batch, rollout
 from podrl.types import Agent, Array, Metrics, TrainState
 
 
@@ -88,13 +90,12 @@ class AnakinProgram:
         shard = jax.lax.axis_index(DATA_AXIS)
 
         def one_seed(seed):
-            seed_key = jax.random.key(seed)
-            params_key, env_key, run_key = jax.random.split(seed_key, 3)
-            train_state = self.agent.init(params_key, self.env_spec)
-            env_keys = jax.random.split(env_key, self.config.num_envs)
-            env_keys = jax.lax.dynamic_slice_in_dim(env_keys, shard * self.envs_per_shard, self.envs_per_shard)
-            acting = reset_batch(self.training_env, self.agent, env_keys)
-            return AnakinState(train_state, acting, jax.random.fold_in(run_key, shard)[None])
+            keys = seed_keys(seed)
+            train_state = self.agent.init(keys.params, self.env_spec)
+            shard_env_keys = jax.lax.dynamic_slice_in_dim(
+                env_keys(keys.env, self.config.num_envs), shard * self.envs_per_shard, self.envs_per_shard)
+            acting = reset_batch(self.training_env, self.agent, shard_env_keys)
+            return AnakinState(train_state, acting, base_key(keys.run, shard)[None])
 
         return jax.vmap(one_seed)(seeds)
 
@@ -142,12 +143,11 @@ class AnakinProgram:
         shard = jax.lax.axis_index(DATA_AXIS)
 
         def one_seed(params, seed_key):
-            keys = jax.random.split(jax.random.fold_in(seed_key, shard), self.eval_per_shard)
+            keys = eval_keys(seed_key, shard, self.eval_per_shard)
             result = evaluate_greedy(self.agent, self.env, params, keys, self.config.eval_max_steps)
             return mean_across_learners(jnp.mean(result.returns))
 
-        seed_keys = jax.random.split(jax.random.key(seed), self.config.num_seeds)
-        return jax.vmap(one_seed)(params, seed_keys)
+        return jax.vmap(one_seed)(params, per_seed_keys(seed, self.config.num_seeds))
 
     # ---- host-side API ----
 

@@ -3,7 +3,8 @@
 An actor thread owns one `HostVectorEnv` (created in the main thread), one
 bounded queue and one PRNG key. For rollout `i` it takes params from the
 `ParamsSource` (the staleness protocol lives there), acts `rollout_length` steps,
-places the `[T, B]` Trajectory on the learner devices split along the batch axis,
+places the `[T, B]` Trajectory on the learner devices split along the batch axis
+(`podrl.sebulba.transport`),
 and puts it on its queue. Any exception stops the whole run (`StopSignal.fail`).
 """
 
@@ -16,13 +17,13 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
 
 from envs.host import HostVectorEnv
-from envs.types import TimeStep
-from podrl.rollout import update_keys
+from envs.types import LAST, TimeStep
+from podrl.keys import step_keys, update_keys
 from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.stopping import RunStopped, StopSignal
+from podrl.sebulba.transport import place_on_learners, stack_rollout, step_record
 from podrl.types import Agent, Trajectory, reset_finished_actor_state
 
 
@@ -48,15 +49,10 @@ def make_act_step(agent: Agent) -> Callable:
     return jax.jit(act_step)
 
 
-def step_keys(rollout_key: jax.Array, length: int) -> jax.Array:
-    """The per-step action keys of a rollout: the same split as the Anakin scan."""
-    return jax.random.split(rollout_key, length)
-
-
 class ActorThread(threading.Thread):
     """One actor: env batch + queue + key; runs rollouts `rollouts` (a range of update indices)."""
 
-    def __init__(self, index: int, env: HostVectorEnv, first: TimeStep, agent: Agent, act_step: Callable,
+    def __init__(self, *, index: int, env: HostVectorEnv, first: TimeStep, agent: Agent, act_step: Callable,
                  device: jax.Device, device_slot: int, source: ParamsSource, out: queue.Queue,
                  stop: StopSignal, base_key: jax.Array, rollout_length: int, rollouts: range,
                  shardings: Trajectory, timeout: float):
@@ -103,7 +99,7 @@ class ActorThread(threading.Thread):
         rollout_key, _ = update_keys(self.base_key, index)
         keys = jax.device_put(step_keys(rollout_key, self.rollout_length), self.device)
         start_actor_state = self.actor_state
-        records, env_s, infer_s = [], 0.0, 0.0
+        steps, env_s, infer_s = [], 0.0, 0.0
         returns, lengths, episodes = 0.0, 0.0, 0
         for t in range(self.rollout_length):
             self.stop.check()
@@ -117,49 +113,15 @@ class ActorThread(threading.Thread):
             ts = self.env.step(action)
             t2 = time.perf_counter()
             env_s, infer_s = env_s + (t2 - t1), infer_s + (t1 - t0)
-            last = np.asarray(ts.step_type) == 2
+            last = np.asarray(ts.step_type) == LAST
             self.actor_state = reset_finished_actor_state(actor_state, last, self.initial_actor_state)
-            records.append((observation, action, ts.reward, ts.discount, ts.extras["truncated"],
-                            ts.extras["next_obs"], extras))
+            steps.append(step_record(observation, action, ts.reward, ts.discount, ts.extras["truncated"],
+                                     ts.extras["next_obs"], extras))
             if last.any():
                 returns += float(np.sum(ts.extras["episode_return"][last]))
                 lengths += float(np.sum(ts.extras["episode_length"][last]))
                 episodes += int(last.sum())
             self.timestep = ts
         self._enter("shipping trajectory")
-        trajectory = place_on_learners(_stack(records, jax.device_get(start_actor_state)), self.shardings)
+        trajectory = place_on_learners(stack_rollout(steps, jax.device_get(start_actor_state)), self.shardings)
         return Rollout(trajectory, version, index, returns, lengths, episodes, env_s, infer_s)
-
-
-def _stack(records: list[tuple], actor_state: Any) -> Trajectory:
-    """Per-step numpy records -> a time-major numpy Trajectory `[T, B, ...]`."""
-    obs, action, reward, discount, truncated, next_obs, extras = zip(*records)
-    return Trajectory(
-        observation=np.stack(obs),
-        action=np.stack(action),
-        reward=np.stack(reward).astype(np.float32),
-        discount=np.stack(discount).astype(np.float32),
-        truncated=np.stack(truncated).astype(np.bool_),
-        next_observation=np.stack(next_obs),
-        agent_extras=jax.tree.map(lambda *xs: np.stack(xs), *extras),
-        actor_state=actor_state,
-    )
-
-
-def place_on_learners(trajectory: Trajectory, shardings: Trajectory) -> Trajectory:
-    """This process's numpy `[T, B]` rollout -> a global array split along B over the
-    learner devices of every process (each process contributes its own rows)."""
-    return jax.tree.map(lambda x, s: jax.make_array_from_process_local_data(s, np.asarray(x)),
-                        trajectory, shardings)
-
-
-def trajectory_shardings(mesh, data_axis: str, example: Trajectory) -> Trajectory:
-    """Learner shardings: `[T, B]` fields split along B, actor state along its leading B."""
-    time_major = NamedSharding(mesh, P(None, data_axis))
-    batch_major = NamedSharding(mesh, P(data_axis))
-    return Trajectory(
-        observation=time_major, action=time_major, reward=time_major, discount=time_major,
-        truncated=time_major, next_observation=time_major,
-        agent_extras=jax.tree.map(lambda _: time_major, example.agent_extras),
-        actor_state=jax.tree.map(lambda _: batch_major, example.actor_state),
-    )

@@ -15,15 +15,9 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, PartitionSpec as P
 
 from podrl.parallel import DATA_AXIS
-from podrl.rollout import update_keys
+from podrl.keys import update_keys
+from podrl.sebulba.transport import TRAJECTORY_SPEC
 from podrl.types import Agent, Trajectory
-
-TRAJECTORY_SPEC = Trajectory(
-    observation=P(None, DATA_AXIS), action=P(None, DATA_AXIS), reward=P(None, DATA_AXIS),
-    discount=P(None, DATA_AXIS), truncated=P(None, DATA_AXIS), next_observation=P(None, DATA_AXIS),
-    agent_extras=P(None, DATA_AXIS), actor_state=P(DATA_AXIS),
-)
-
 
 def concat_batches(pieces: list[Trajectory]) -> Trajectory:
     """Joins `[T, B_i]` trajectories along the batch axis (actor state along its axis 0)."""

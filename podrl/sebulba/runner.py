@@ -18,12 +18,13 @@ import numpy as np
 
 from podrl.distributed import host_sum, is_main_process
 from podrl.errors import NonFiniteError, check_finite
-from podrl.sebulba.actor import Rollout, place_on_learners
+from podrl.sebulba.actor import Rollout
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.learner import make_learner_step
 from podrl.sebulba.setup import ActorSetup, build_actors
 from podrl.sebulba.stats import WindowStats
 from podrl.run import RunContext
+from podrl.sebulba.transport import place_on_learners
 from podrl.types import AgentConfig, TrainState
 
 

@@ -2,12 +2,11 @@
 envs (checked against their specs), the agent, initial params, keys, compiled
 inference per actor device, queues, the params source and the actor threads.
 
-Key schedule (shared with Anakin): `params_key, env_key, run_key =
-split(key(seed), 3)`; actor thread j acts with base key `fold_in(run_key, j)`,
-learner shard d updates with `fold_in(run_key, d)`, and update i of either uses
-`podrl.rollout.update_keys(base, i)`. JAX host envs reset thread j's envs with
-slice j of `split(env_key, total_envs)`. With one thread and one learner device
-this is exactly Anakin's single-device schedule.
+Keys and host env seeds come from `podrl.keys` (the tree Anakin uses): actor
+thread j (global index) acts with base key `base_key(run_key, j)`, learner shard
+d updates with `base_key(run_key, d)`; JAX host envs reset thread j's envs with
+slice j of `env_keys(env_key, total_envs)`. With one thread and one learner
+device this is exactly Anakin's single-device schedule.
 """
 
 from __future__ import annotations
@@ -24,13 +23,15 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from envs.host import HostVectorEnv
 from envs.types import EnvSpec
 from podrl.evaluation import evaluate_host_greedy
+from podrl.keys import base_key, env_keys, host_env_seed, seed_keys, step_keys
 from podrl.mesh import data_mesh, replicated
 from podrl.parallel import DATA_AXIS
-from podrl.sebulba.actor import ActorThread, make_act_step, step_keys, trajectory_shardings
+from podrl.sebulba.actor import ActorThread, make_act_step
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.stopping import StopSignal
-from podrl.types import Agent, TrainState, Trajectory
+from podrl.sebulba.transport import example_trajectory, learner_shardings, step_record
+from podrl.types import Agent, AgentConfig, TrainState, Trajectory
 
 if TYPE_CHECKING:
     from podrl.run import RunContext
@@ -52,12 +53,6 @@ class ActorSetup(NamedTuple):
     evaluate: Callable[[Any, int], float]  # (params, seed) -> mean greedy return
 
 
-def seed_keys(seed: int) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """`(params_key, env_key, run_key)` of a run (the Anakin split for one seed)."""
-    params_key, env_key, run_key = jax.random.split(jax.random.key(seed), 3)
-    return params_key, env_key, run_key
-
-
 def _make_env(config: SebulbaConfig, factory, thread: int, num_envs: int) -> HostVectorEnv:
     if factory is not None:
         return factory(thread, num_envs)
@@ -75,11 +70,11 @@ def _reset(env: HostVectorEnv, env_key: jax.Array, thread: int, total_envs: int,
     reset_from_keys = getattr(env, "reset_from_keys", None)
     if reset_from_keys is not None:
         n = env.num_envs
-        return reset_from_keys(jax.random.split(env_key, total_envs)[thread * n:(thread + 1) * n])
-    return env.reset(int(np.random.SeedSequence([seed, thread]).generate_state(1)[0] % (2**31)))
+        return reset_from_keys(env_keys(env_key, total_envs)[thread * n:(thread + 1) * n])
+    return env.reset(host_env_seed(seed, thread))
 
 
-def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[jax.Device],
+def build_actors(config: SebulbaConfig, agent_config: AgentConfig, env_factory, local: list[jax.Device],
                  learner_ids: tuple[int, ...], run: RunContext) -> ActorSetup:
     """Builds everything; the train state is `run.restore`'s, updates run from `run.start` to `run.limit`."""
     from envs.adapters.specs import check_host_env
@@ -95,14 +90,14 @@ def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[j
         check_host_env(envs[0])
         spec = EnvSpec(envs[0].observation_spec(), envs[0].action_spec())
         agent = agent_config.make_agent(spec, config.num_updates)
-        params_key, env_key, run_key = seed_keys(config.seed)
+        keys = seed_keys(config.seed)
         mesh = data_mesh(learner_devices(learner_ids))
-        train_state = run.restore(jax.jit(lambda: agent.init(params_key, spec), out_shardings=replicated(mesh))())
+        train_state = run.restore(jax.jit(lambda: agent.init(keys.params, spec), out_shardings=replicated(mesh))())
         start, limit = run.start, run.limit
         num_shards = mesh.devices.size
-        learner_keys = jax.jit(lambda: jax.vmap(lambda d: jax.random.fold_in(run_key, d))(jnp.arange(num_shards)),
+        learner_keys = jax.jit(lambda: jax.vmap(lambda d: base_key(keys.run, d))(jnp.arange(num_shards)),
                                out_shardings=NamedSharding(mesh, P(DATA_AXIS)))()
-        firsts = [_reset(env, env_key, first_thread + j, total_envs, config.seed) for j, env in enumerate(envs)]
+        firsts = [_reset(env, keys.env, first_thread + j, total_envs, config.seed) for j, env in enumerate(envs)]
         actor_devices = [local[i] for i in config.actor_devices]
         act_step = make_act_step(agent)
         compile_start = time.perf_counter()
@@ -111,37 +106,38 @@ def build_actors(config: SebulbaConfig, agent_config, env_factory, local: list[j
         for device in actor_devices:  # compile inference for every actor device, in this thread
             example = _warm_up(agent, act_step, local_params, firsts[0], device, config.rollout_length)
         act_seconds = time.perf_counter() - compile_start
-        shardings = trajectory_shardings(mesh, DATA_AXIS, example)
+        shardings = learner_shardings(mesh, example)
         source = ParamsSource(actor_devices, config.fixed_lag, stop, config.timeout_s, first_version=start)
         queues = [queue.Queue(maxsize=config.queue_size) for _ in range(n_threads)]
         threads = []
         for j in range(n_threads):
             slot = j // config.threads_per_actor_device
             threads.append(ActorThread(
-                j, envs[j], firsts[j], agent, act_step, actor_devices[slot], slot, source, queues[j], stop,
-                jax.random.fold_in(run_key, first_thread + j), config.rollout_length, range(start, limit), shardings,
-                config.timeout_s))
+                index=j, env=envs[j], first=firsts[j], agent=agent, act_step=act_step, device=actor_devices[slot],
+                device_slot=slot, source=source, out=queues[j], stop=stop,
+                base_key=base_key(keys.run, first_thread + j), rollout_length=config.rollout_length,
+                rollouts=range(start, limit), shardings=shardings, timeout=config.timeout_s))
         evaluate = _evaluator(config, env_factory, agent, actor_devices[0], envs)
     except BaseException:
         for env in envs:
             env.close()
         raise
-    return ActorSetup(agent, envs, threads, queues, source, stop, mesh, learner_keys, train_state,
-                      example, shardings, act_seconds, evaluate)
+    return ActorSetup(agent=agent, envs=envs, threads=threads, queues=queues, source=source, stop=stop,
+                      learner_mesh=mesh, learner_keys=learner_keys, train_state=train_state,
+                      example_trajectory=example, shardings=shardings, act_compile_seconds=act_seconds,
+                      evaluate=evaluate)
 
 
 def _warm_up(agent: Agent, act_step, params, first, device, length: int) -> Trajectory:
     """Compiles `act_step` for `device`; returns a zero Trajectory shaped like one rollout."""
     params = jax.device_put(params, device)
-    actor_state = jax.device_put(agent.init_actor_state(first.observation.shape[0]), device)
+    batch = first.observation.shape[0]
+    actor_state = jax.device_put(agent.init_actor_state(batch), device)
     keys = jax.device_put(step_keys(jax.random.key(0), length), device)
     action, extras, _ = jax.device_get(act_step(params, actor_state, first.observation, keys, 0))
-    zeros = lambda x: np.zeros((length,) + np.shape(x), np.asarray(x).dtype)  # noqa: E731
-    obs = zeros(first.observation)
-    batch = obs.shape[1]
-    return Trajectory(obs, zeros(action), np.zeros((length, batch), np.float32), np.zeros((length, batch), np.float32),
-                      np.zeros((length, batch), np.bool_), obs.copy(), jax.tree.map(zeros, extras),
-                      jax.device_get(agent.init_actor_state(batch)))
+    flags = np.zeros(batch, np.float32)  # reward, discount, truncated: cast by the transport
+    step = step_record(first.observation, action, flags, flags, flags, first.observation, extras)
+    return example_trajectory(step, jax.device_get(agent.init_actor_state(batch)), length)
 
 
 def _evaluator(config: SebulbaConfig, env_factory, agent: Agent, device, envs: list) -> Callable[[Any, int], float]:

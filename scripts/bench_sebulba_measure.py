@@ -1,0 +1,166 @@
+"""The child side of scripts/bench_sebulba.py: one measurement per fresh process.
+
+`sebulba`: PPO trained with `train_sebulba` on 2 CPU JAX devices (actor 0, learner 1);
+`ceiling`: the same host vector envs stepped with random actions, no JAX. See
+scripts/bench_sebulba.py for what each number means.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import threading
+import time
+from typing import Any
+
+from bench_common import CpuSampler, configure_cpu_devices, emit_result
+
+DEVICES = 2  # actor device 0, learner device 1
+
+STAGES = ("time/env_step_s", "time/inference_s", "time/actor_queue_put_wait_s",
+          "time/learner_step_s", "time/learner_queue_wait_s")
+ACTOR_STAGES = ("time/env_step_s", "time/inference_s", "time/actor_queue_put_wait_s")
+"""Stages the history sums over actor threads (divided by the thread count for per-thread figures)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """One child run: a Sebulba training run or an env-only ceiling."""
+
+    kind: str  # "sebulba" | "ceiling"
+    env: str
+    threads: int
+    envs_per_thread: int
+    rollout_length: int = 32
+    lag: str = "1"
+    total_steps: int = 0  # sebulba: env steps (rounded down to whole updates)
+    num_minibatches: int = 4
+    num_epochs: int = 4
+    min_seconds: float = 5.0  # ceiling: step at least this long
+    seed: int = 0
+
+    @property
+    def steps_per_update(self) -> int:
+        return self.threads * self.envs_per_thread * self.rollout_length
+
+
+def _window_weights(history: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int, int]]:
+    """`(record, updates, env_steps)` of each log window, first window dropped when >= 3."""
+    windows, last_updates, last_steps = [], 0, 0
+    for record in history:
+        windows.append((record, record["updates"] - last_updates, record["step"] - last_steps))
+        last_updates, last_steps = record["updates"], record["step"]
+    return windows[1:] if len(windows) >= 3 else windows
+
+
+def summarize_history(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """Steady-state steps/s and update-weighted mean stage timings of a run's history."""
+    windows = _window_weights(history)
+    updates = sum(u for _, u, _ in windows)
+    seconds = sum(s / r["sps"] for r, _, s in windows if r["sps"] > 0)
+    stages = {k: sum(r[k] * u for r, u, _ in windows if k in r) / updates for k in STAGES}
+    lag = sum(r["policy_lag_mean"] * u for r, u, _ in windows) / updates
+    return {
+        "steady_steps_per_second": sum(s for _, _, s in windows) / seconds if seconds else None,
+        "steady_updates": updates,
+        "stage_seconds_per_update": stages,
+        "policy_lag_mean": lag,
+        "queue_depth_mean": sum(r.get("queue_depth", 0.0) * u for r, u, _ in windows) / updates,
+    }
+
+
+def measure_sebulba(m: Measurement) -> dict[str, Any]:
+    """Trains PPO with `train_sebulba`; returns steps/s, compile seconds and stage timings."""
+    from agents.ppo import PPOConfig
+    from podrl.config import LoggingConfig
+    from podrl.sebulba import SebulbaConfig, train_sebulba
+
+    num_updates = max(1, m.total_steps // m.steps_per_update)
+    config = SebulbaConfig(
+        env=m.env, seed=m.seed, total_steps=num_updates * m.steps_per_update, actor_devices=(0,),
+        learner_devices=(1,), threads_per_actor_device=m.threads, envs_per_thread=m.envs_per_thread,
+        rollout_length=m.rollout_length, lag=m.lag, eval_episodes=0, log_every=max(1, num_updates // 10),
+        logging=LoggingConfig(run_dir=None, console=False),
+    )
+    agent_config = PPOConfig(num_minibatches=m.num_minibatches, num_epochs=m.num_epochs)
+    start = time.perf_counter()
+    with CpuSampler() as cpu:
+        result = train_sebulba(config, agent_config)
+    wall = time.perf_counter() - start
+    train_seconds = result.env_steps / result.steps_per_second
+    return {
+        "steps_per_second": float(result.steps_per_second),
+        "compile_seconds": float(result.compile_seconds),
+        "steps_measured": int(result.env_steps),
+        "updates": num_updates,
+        "train_seconds": train_seconds,
+        "child_wall_seconds": wall,
+        "cpu_cores_used": cpu.cores_used(train_seconds),  # the training part (closing envs included)
+        **summarize_history(result.history),
+    }
+
+
+def _step_loop(env, seed: int, barrier: threading.Barrier, deadline: list[float], out: list, slot: int) -> None:
+    """Steps `env` with random valid actions from the barrier until `deadline[0]`."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    num_actions, n = env.action_spec().num_values, env.num_envs
+    for _ in range(3):  # warm-up, not timed
+        env.step(rng.integers(0, num_actions, n))
+    barrier.wait(timeout=300)  # a thread that failed before it breaks the barrier (no hang)
+    steps = 0
+    while time.perf_counter() < deadline[0]:
+        env.step(rng.integers(0, num_actions, n))
+        steps += n
+    out[slot] = (steps, time.perf_counter())
+
+
+def measure_ceiling(m: Measurement) -> dict[str, Any]:
+    """Env-only steps/s of `threads` host vector envs stepped concurrently (no JAX work)."""
+    from envs.adapters.make import make_host_env
+
+    start = time.perf_counter()
+    envs = [make_host_env(m.env, m.envs_per_thread, seed=m.seed + j) for j in range(m.threads)]
+    for j, env in enumerate(envs):
+        env.reset(m.seed + 1000 * j)
+    setup_seconds = time.perf_counter() - start
+    out: list = [None] * m.threads
+    deadline = [math.inf]
+    clock: list[float] = []
+
+    def release():  # runs once, when every thread has warmed up
+        clock.append(time.perf_counter())
+        deadline[0] = clock[0] + m.min_seconds
+
+    barrier = threading.Barrier(m.threads, action=release)
+    threads = [threading.Thread(target=_step_loop, args=(env, m.seed + j, barrier, deadline, out, j), daemon=True)
+               for j, env in enumerate(envs)]
+    try:
+        with CpuSampler(interval=0.05) as cpu:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        for env in envs:
+            env.close()
+    if any(o is None for o in out):
+        raise RuntimeError("an env-only stepping thread failed (see stderr)")
+    steps = sum(s for s, _ in out)
+    seconds = max(end for _, end in out) - clock[0]
+    return {"steps_per_second": steps / seconds, "steps_measured": steps, "seconds": seconds,
+            "setup_seconds": setup_seconds, "cpu_cores_used": cpu.cores_used(seconds)}
+
+
+def run_child(spec_json: str) -> int:
+    """Child entry point: one measurement, printed as one RESULT_PREFIX line."""
+    m = Measurement(**json.loads(spec_json))
+    if m.kind == "sebulba":
+        configure_cpu_devices(DEVICES)
+        result = measure_sebulba(m)
+    else:
+        result = measure_ceiling(m)
+    emit_result(result)
+    return 0

@@ -1,0 +1,126 @@
+"""The report side of scripts/bench_sebulba.py: JSON rows (medians over repeats), the
+per-update time breakdown, the markdown table and the --out document."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from typing import Any
+
+from bench_common import fmt, load_note, median_of, repeats_document
+from bench_sebulba_measure import ACTOR_STAGES, DEVICES, STAGES
+
+TARGETS = {"CartPole-v1": 0.50, "ale:Pong": 0.85}
+"""Sebulba steps/s as a fraction of the env-only ceiling that the layout should reach."""
+
+
+def _median_stages(runs: list[dict[str, Any]]) -> dict[str, float] | None:
+    stages = [r["stage_seconds_per_update"] for r in runs]
+    return {k: statistics.median(s[k] for s in stages) for k in STAGES} if stages else None
+
+
+def make_row(p, args: argparse.Namespace, ceiling_runs: list, sebulba_runs: list) -> dict[str, Any]:
+    """One JSON row: medians over the repeats of the point, with every raw run kept."""
+    ok = [r for r in sebulba_runs if "error" not in r]
+    ceiling_ok = [r for r in ceiling_runs if "error" not in r]
+    length = p.rollout_length
+    sps, ceiling = median_of(ok, "steps_per_second"), median_of(ceiling_ok, "steps_per_second")
+    row: dict[str, Any] = {
+        "env": p.env, "threads": p.threads, "envs_per_thread": p.envs_per_thread, "rollout_length": length,
+        "lag": p.lag, "steps_per_update": p.threads * p.envs_per_thread * length,
+        "config": {"agent": "PPO", "num_epochs": args.num_epochs, "num_minibatches": args.num_minibatches,
+                   "actor_devices": [0], "learner_devices": [1], "cpu_devices": DEVICES,
+                   "vectorization": "sync", "eval_episodes": 0, "logging": None},
+        "steps_per_second": sps,
+        "steady_steps_per_second": median_of(ok, "steady_steps_per_second"),
+        "compile_seconds": median_of(ok, "compile_seconds"),
+        "ceiling_steps_per_second": ceiling,
+        "fraction_of_ceiling": sps / ceiling if (sps and ceiling) else None,
+        "target_fraction": TARGETS.get(p.env),
+        "policy_lag_mean": median_of(ok, "policy_lag_mean"),
+        "cpu_cores_used": median_of(ok, "cpu_cores_used"),
+        "ceiling_cpu_cores_used": median_of(ceiling_ok, "cpu_cores_used"),
+        "stage_seconds_per_update": _median_stages(ok),
+        "runs": sebulba_runs,
+        "ceiling_runs": ceiling_runs,
+    }
+    target = row["target_fraction"]
+    row["meets_target"] = (row["fraction_of_ceiling"] >= target) if (target and row["fraction_of_ceiling"]) else None
+    if row["stage_seconds_per_update"] and row["steady_steps_per_second"]:
+        row["per_thread_ms_per_update"] = per_thread_breakdown(row)
+    errors = [r["error"] for r in sebulba_runs + ceiling_runs if "error" in r]
+    if not ok or not ceiling_ok:
+        row["error"] = errors[-1]
+    return row
+
+
+def per_thread_breakdown(row: dict[str, Any]) -> dict[str, float]:
+    """One update in ms: wall time, each actor thread's stages (history sums / threads) and
+    'actor_other' = wall - env - inference - put wait (params wait, numpy stacking,
+    device_put to the learner, Python overhead), and the learner's stages."""
+    stages, threads = row["stage_seconds_per_update"], row["threads"]
+    wall = row["steps_per_update"] / row["steady_steps_per_second"]
+    actor = {k: stages[k] / threads for k in ACTOR_STAGES}
+    return {
+        "update_wall": 1e3 * wall,
+        "env_step": 1e3 * actor["time/env_step_s"],
+        "inference": 1e3 * actor["time/inference_s"],
+        "actor_put_wait": 1e3 * actor["time/actor_queue_put_wait_s"],
+        "actor_other": 1e3 * (wall - sum(actor.values())),
+        "learner_step": 1e3 * stages["time/learner_step_s"],
+        "learner_queue_wait": 1e3 * stages["time/learner_queue_wait_s"],
+    }
+
+
+def caption(args: argparse.Namespace) -> str:
+    return (
+        "Targets: Sebulba >= 85% of the env-only ceiling on ALE Pong ('ale:Pong', ale-py AtariVectorEnv, "
+        "84x84x4 uint8) and >= 50% on CartPole-v1 (gymnasium SyncVectorEnv). steps/s = "
+        "SebulbaResult.steps_per_second (env steps consumed by the learner per second, compile "
+        "excluded); ceiling = the same host vector env(s), one per actor thread, stepped concurrently "
+        "with random actions and nothing else. PPO "
+        f"({args.num_epochs} epochs x {args.num_minibatches} minibatches), 2 CPU JAX devices (actor 0, "
+        "learner 1). cores S/ceil = CPU seconds per second the Sebulba child (training part) / the "
+        "ceiling child used: below 2 means the run did not get both cores (idle waits or other tenants). "
+        "Timings are ms per update (one rollout from every thread), steady-state windows: "
+        "wall = steps per update / steady steps/s; env, infer (act call + device_get), put wait and "
+        "actor other (wall - env - infer - put wait: params wait, numpy stacking, device_put to the "
+        "learner, Python; slightly negative in short runs, where a window consumes rollouts collected in the one before) are per actor thread; learn = learner step incl. publishing params, "
+        "l.wait = learner waiting for rollouts."
+    )
+
+
+def markdown_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    """The results as a markdown table with its caption."""
+    lines = [
+        "| env | threads x envs | lag | steps/s | ceiling steps/s | Sebulba/ceiling | target | compile s "
+        "| cores S/ceil | wall ms | env ms | infer ms | put wait ms | actor other ms | learn ms | l.wait ms "
+        "| policy lag |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        b = r.get("per_thread_ms_per_update") or {}
+        mark = {True: " (met)", False: " (missed)"}.get(r["meets_target"], "")
+        cells = [
+            r["env"], f"{r['threads']} x {r['envs_per_thread']}", r["lag"],
+            fmt(r["steps_per_second"], ",.0f") if r["steps_per_second"] else "FAILED",
+            fmt(r["ceiling_steps_per_second"], ",.0f"),
+            fmt(r["fraction_of_ceiling"], ".1%") + mark,
+            fmt(r["target_fraction"], ".0%"),
+            fmt(r["compile_seconds"], ".1f"),
+            f"{fmt(r['cpu_cores_used'], '.2f')}/{fmt(r['ceiling_cpu_cores_used'], '.2f')}",
+            *(fmt(b.get(k), ".1f") for k in ("update_wall", "env_step", "inference", "actor_put_wait",
+                                                "actor_other", "learner_step", "learner_queue_wait")),
+            fmt(r["policy_lag_mean"], ".2f"),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    loads = [run["load_1m"] for r in rows for run in r["runs"] + r["ceiling_runs"] if "load_1m" in run]
+    return "\n".join(lines) + "\n\n" + caption(args) + load_note(loads)
+
+
+def document(rows: list[dict[str, Any]], args: argparse.Namespace, wall_seconds: float) -> dict[str, Any]:
+    """The JSON document written by --out."""
+    import jax
+
+    return repeats_document(rows, args, wall_seconds, jax.__version__, benchmark="sebulba",
+                            seconds=args.seconds, targets=TARGETS)
