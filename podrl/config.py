@@ -69,15 +69,15 @@ class RunConfig:
     """The layout name runs and checkpoints record (set by each layout's config)."""
 
     env: str = "CartPole-v1"
-    """The environment (each layout documents the names it takes)."""
+    """Anakin: a JAX env id (CartPole-v1, Acrobot-v1, Pendulum-v1, MatchSign-v0) or 'module:Class'. Sebulba: a gymnasium id, 'jax:<id>', 'dm_env:module:factory', 'ale:Pong', 'envpool:<id>' or 'module:factory'."""
     seed: int = 0
-    """Seed of params, envs and PRNG keys."""
+    """Seed of params, envs and PRNG keys (Anakin's seed i of --num-seeds uses seed + i)."""
     total_steps: int = 500_000
-    """Environment steps of the run; rounded down to whole updates."""
+    """Environment steps (Anakin: per seed; Sebulba: of this process's actors); rounded down to whole updates."""
     eval_every: int = 4
-    """Evaluate the greedy policy every this many log intervals (and at the end); 0 = only at the end."""
+    """Evaluate the greedy policy every this many calls (Anakin) or updates (Sebulba), and at the end; 0 = only at the end."""
     eval_episodes: int = 32
-    """Greedy episodes per evaluation."""
+    """Greedy episodes per evaluation (Anakin: per seed, rounded up to a multiple of the device count)."""
     eval_max_steps: int = 1000
     """Step bound of one evaluation episode (for envs without a time limit)."""
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
@@ -116,16 +116,6 @@ class AnakinConfig(RunConfig):
     layout: ClassVar[str] = "anakin"
     """The layout name runs and checkpoints record."""
 
-    env: str = "CartPole-v1"
-    """JAX env: a registered id (CartPole-v1, Acrobot-v1, Pendulum-v1, MatchSign-v0) or 'module:Class'."""
-    seed: int = 0
-    """Seed of the first training seed; seed i uses seed + i."""
-    total_steps: int = 500_000
-    """Environment steps per seed; rounded down to whole updates."""
-    eval_every: int = 4
-    """Evaluate the greedy policy every this many calls (and after the last); 0 = only after the last."""
-    eval_episodes: int = 32
-    """Greedy episodes per evaluation and seed (rounded up to a multiple of the device count)."""
     num_seeds: int = 1
     """Independent seeds trained in one compiled program (vmap over seeds), each with its own metrics."""
     num_envs: int = 4

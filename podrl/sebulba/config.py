@@ -17,10 +17,6 @@ class SebulbaConfig(RunConfig):
     layout: ClassVar[str] = "sebulba"
     """The layout name runs and checkpoints record."""
 
-    env: str = "CartPole-v1"
-    """Host env: a gymnasium id, 'jax:<id>', 'dm_env:module:factory', 'ale:Pong', 'envpool:<id>', or 'module:factory'."""
-    total_steps: int = 500_000
-    """Environment steps of this process's actors; rounded down to whole updates."""
     eval_every: int = 0
     """Evaluate the greedy policy every this many updates (and after the last); 0 = only at the end."""
     eval_episodes: int = 16
