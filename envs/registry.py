@@ -7,6 +7,7 @@ from typing import Any, Callable, NamedTuple
 
 from envs.types import JaxEnv
 from envs.wrappers import TimeLimit
+from podrl.errors import UserInputError
 
 
 class _Entry(NamedTuple):
@@ -23,8 +24,10 @@ _REGISTRY: dict[str, _Entry] = {
 }
 
 
-class UnknownEnvError(ValueError):
-    """Raised for an env name that is neither registered nor an import path."""
+class UnknownEnvError(UserInputError, ValueError):
+    """Raised for an env name that is neither registered nor an import path (or whose import fails)."""
+
+    label = "unknown env"
 
 
 def registered() -> list[str]:

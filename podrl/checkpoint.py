@@ -29,7 +29,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from podrl.config import CheckpointConfig
-from podrl.errors import ConfigError
+from podrl.errors import ConfigError, UserInputError
 
 SAFE_TO_CHANGE = {"total_steps", "logging", "eval_every", "eval_episodes", "eval_max_steps", "checkpoint",
                   "updates_per_call", "log_every", "timeout_s"}
@@ -75,8 +75,10 @@ def _quiet_absl(quiet: bool):
         logger.setLevel(level)
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UserInputError, RuntimeError):
     """A checkpoint is missing, incomplete or corrupted (the message names its folder)."""
+
+    label = "checkpoint"
 
 
 def _digest(tree: Any) -> dict[str, str]:

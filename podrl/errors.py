@@ -8,8 +8,21 @@ from typing import Any
 import numpy as np
 
 
-class ConfigError(ValueError):
+class UserInputError(Exception):
+    """An error the user caused and can fix: a flag, a config value, their environment, a missing extra.
+
+    Its message is one paragraph: what is wrong, where, what was expected, what came
+    instead, and the fix. The training scripts print it and exit with status 2 (the
+    traceback only with `--debug` or `PODRL_DEBUG=1`). `label` prefixes the message there.
+    """
+
+    label = "error"
+
+
+class ConfigError(UserInputError, ValueError):
     """An invalid configuration value. The message starts with the field name."""
+
+    label = "invalid config"
 
     def __init__(self, field: str, message: str):
         self.field = field

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import sys
+import traceback
 import typing
-from typing import Annotated, Callable, TypeVar, Union
+from typing import Annotated, Callable, Sequence, TypeVar, Union
 
 import tyro
 
 from agents import AGENTS, UnknownAgentError, config_type
-from podrl.checkpoint import CheckpointError
 from podrl.config_json import config_from_json
 from podrl.distributed import DistributedConfig, initialize
-from podrl.errors import ConfigError
+from podrl.errors import ConfigError, UserInputError
 
 AgentChoice = Union[tuple(  # type: ignore[valid-type]
     Annotated[entry.config, tyro.conf.subcommand(name, description=entry.description)]
@@ -34,31 +35,51 @@ Distributed = Annotated[DistributedConfig, tyro.conf.arg(name="")]
 """Flattened multi-process flags: --coordinator, --num-processes, --process-id, --distributed-auto."""
 
 
+DEBUG_HELP = ("Errors you can fix (a flag, a config value, your env, a missing extra) print one message and "
+              "exit with status 2; add --debug (or set PODRL_DEBUG=1) to see the full traceback too.")
+
+
+def debug_requested(argv: Sequence[str]) -> tuple[bool, list[str]]:
+    """(whether --debug or PODRL_DEBUG=1 asks for tracebacks, argv without --debug)."""
+    rest = [a for a in argv if a != "--debug"]
+    return len(rest) < len(argv) or os.environ.get("PODRL_DEBUG", "") not in ("", "0"), rest
+
+
+def report_user_error(error: UserInputError, debug: bool) -> int:
+    """Prints `error: <label>: <message>` (after the traceback when `debug`); returns exit status 2."""
+    if debug:
+        traceback.print_exception(error)
+    hint = "" if debug else "\n(add --debug or set PODRL_DEBUG=1 for the traceback)"
+    print(f"error: {error.label}: {error}{hint}", file=sys.stderr)
+    return 2
+
+
 def run_cli(args_type: type[Args], train: Callable[[Args], object], argv: list[str] | None = None) -> int:
-    """Parses `args_type` with tyro and calls `train`; config errors exit 2 with the field named.
+    """Parses `args_type` with tyro and calls `train`.
+
+    A `UserInputError` (invalid config, unknown env, unsupported space, an env that
+    breaks its spec, a missing extra, an unreadable checkpoint) exits 2 with its
+    one-paragraph message; the traceback only with `--debug` / `PODRL_DEBUG=1`.
 
     With `--resume PATH`, every run and agent field defaults to the checkpoint's
     own value (so a bare `--resume` continues the run to its own total); flags
     given explicitly override them.
     """
     sys.path.insert(0, os.getcwd())  # `--env my_pkg.my_env:MyEnv` resolves from the working directory
-    argv = sys.argv[1:] if argv is None else argv
+    debug, argv = debug_requested(sys.argv[1:] if argv is None else argv)
     try:
-        args = tyro.cli(args_type, args=argv)
+        args = tyro.cli(args_type, args=argv, description=f"{inspect.getdoc(args_type)}\n\n{DEBUG_HELP}")
         import jax
 
         if args.cpu_devices is not None:
             jax.config.update("jax_num_cpu_devices", args.cpu_devices)
         initialize(args.distributed)
         if args.run.checkpoint.resume is not None:  # again, now with the checkpoint's values as defaults
-            args = tyro.cli(args_type, args=argv, default=resume_defaults(args_type, args.run.checkpoint.resume))
+            args = tyro.cli(args_type, args=argv, default=resume_defaults(args_type, args.run.checkpoint.resume),
+                            description=f"{inspect.getdoc(args_type)}\n\n{DEBUG_HELP}")
         train(args)
-    except ConfigError as e:
-        print(f"error: invalid config: {e}", file=sys.stderr)
-        return 2
-    except CheckpointError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except UserInputError as e:
+        return report_user_error(e, debug)
     return 0
 
 

@@ -9,6 +9,7 @@ evaluated here with the same keys / host env seed.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
@@ -209,3 +210,40 @@ def test_video_falls_back_to_frames_when_moviepy_is_missing(trained, tmp_path, m
         assert len(written) == 5
     with pytest.raises(policy.PolicyError, match="not 'rgb_array'"):
         video.record_video(cartpole_agent(), seed_params(trained, 0), lambda: SquareEnv(None), str(tmp_path), 0, 10)
+
+
+# ---------------------------------------------------------------- IMPALA checkpoints, spec mismatch
+
+
+def test_impala_checkpoint_matches_in_process_evaluation(tmp_path):
+    """An IMPALA (V-trace) run's checkpoint: the script rebuilds the IMPALA agent from the saved
+    config and scores exactly what its params score here (not what fresh params would)."""
+    from agents.impala import ImpalaConfig
+
+    agent_config = ImpalaConfig(learning_rate=3e-3)
+    run = dataclasses.replace(tiny_anakin_run(str(tmp_path)), num_seeds=1)
+    result = train_anakin(run, agent_config)
+    done = run_script(result.run_dir, "--episodes", "16", "--seed", "5", "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (summary["layout"], summary["backend"], summary["step"]) == ("anakin", "jax", 3)
+
+    env = envs.make("CartPole-v1")
+    agent = agent_config.make_agent(envs.env_spec(env), 1)
+    keys = jax.random.split(jax.random.key(5), 16)
+    trained_returns = np.asarray(evaluate_greedy(agent, env, seed_params(result, 0), keys, 1000).returns)
+    fresh = agent.init(jax.random.key(1), envs.env_spec(env)).params
+    fresh_returns = np.asarray(evaluate_greedy(agent, env, fresh, keys, 1000).returns)
+    assert not np.array_equal(trained_returns, fresh_returns)  # premise: other params would show
+    np.testing.assert_allclose(summary["returns"], trained_returns)
+
+
+def test_env_with_other_spaces_is_refused_naming_both_specs(trained):
+    """--env Acrobot-v1 on a CartPole checkpoint: exit 2 naming both envs' shapes, before any episode."""
+    done = run_script(trained.run_dir, "--env", "Acrobot-v1")
+    assert done.returncode == 2, done.stdout + done.stderr
+    message = done.stderr.strip().splitlines()[-1]
+    for fragment in ("'Acrobot-v1'", "observation shape (6,)", "3 discrete actions", "observation shape (4,)",
+                     "2 discrete actions", "trained"):
+        assert fragment in message, message
+    assert "Traceback" not in done.stderr and done.stdout == ""

@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from envs.adapters.gymnasium import GymnasiumVectorEnv
-from envs.adapters.optional import import_optional
+from envs.adapters.optional import MissingExtraError, import_optional
 from envs.registry import UnknownEnvError
 
 
@@ -74,13 +74,14 @@ def make_ale_env(
         raise UnknownEnvError(f"unknown Atari game {game!r} (ROM {rom!r}); known: ale_py.roms.get_all_rom_ids()")
     has_vector = hasattr(ale_py, "AtariVectorEnv")
     if use_vector_env and not has_vector:
-        raise ImportError(f"ale-py {ale_py.__version__} has no AtariVectorEnv; upgrade ale-py (>= 0.11)")
+        raise MissingExtraError(f"ale-py {ale_py.__version__} has no AtariVectorEnv; upgrade ale-py (>= 0.11)")
     if has_vector and use_vector_env is not False:
         return GymnasiumVectorEnv(ale_py.AtariVectorEnv(rom, num_envs, autoreset_mode="SameStep", **kwargs))
     import importlib.util
     from functools import partial
 
     if importlib.util.find_spec("cv2") is None:
-        raise ImportError("the gymnasium ALE fallback's AtariPreprocessing needs opencv: pip install opencv-python-headless")
+        raise MissingExtraError("the gymnasium ALE fallback's AtariPreprocessing (ale-py without AtariVectorEnv) "
+                                "needs opencv: pip install opencv-python-headless, or ale-py >= 0.11")
     factory = partial(_preprocessed_atari, f"ALE/{camel}-v5", **kwargs)
     return GymnasiumVectorEnv(factory, num_envs, vectorization=vectorization)

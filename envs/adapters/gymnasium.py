@@ -27,7 +27,7 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
-from envs.adapters.specs import EpisodeTracker, convert_action_spec, convert_observation_spec
+from envs.adapters.specs import EnvSpecMismatchError, EpisodeTracker, convert_action_spec, convert_observation_spec
 from envs.types import ActionSpec, ObservationSpec, TimeStep
 
 SAFE_CONTEXTS = ("spawn", "forkserver")
@@ -61,6 +61,53 @@ def _check_known_bugs(env: VectorEnv, mode: AutoresetMode) -> None:
         )
 
 
+def single_env_factory(env: str | Callable[[], gymnasium.Env], **make_kwargs: Any) -> Callable[[], gymnasium.Env]:
+    """A no-argument factory of one env from a gymnasium id (+ make kwargs) or a factory."""
+    if isinstance(env, str):
+        return functools.partial(gymnasium.make, env, **make_kwargs)
+    if callable(env) and not make_kwargs:
+        return env
+    raise TypeError(
+        f"expected a gymnasium id or a callable returning a gymnasium.Env (without make "
+        f"kwargs), got {env!r} with kwargs {sorted(make_kwargs)}"
+    )
+
+
+def explain_single_env(factory: Callable[[], gymnasium.Env], method: str, seed: int,
+                       steps: int = 8) -> EnvSpecMismatchError | None:
+    """Replays one env from `factory` (reset, then up to `steps` random steps if `method` is
+    "step") and names the first observation whose shape or dtype kind breaks its
+    `observation_space`; None if none does or the env cannot be replayed alone.
+
+    A vector env reports such an observation only as a failed copy into its batch
+    buffer ("Output array is the wrong shape"), which reads like a bad action.
+    """
+    try:
+        env = factory()
+    except Exception:  # noqa: BLE001 - nothing to explain with
+        return None
+    space, name = env.observation_space, type(env.unwrapped).__name__
+    try:
+        obs, _ = env.reset(seed=seed)
+        for i in range(steps + 1 if method == "step" else 1):
+            if i:
+                obs = env.step(env.action_space.sample())[0]
+            got = np.asarray(obs)
+            where = "reset" if i == 0 else "step"
+            fix = f"return observations that match observation_space ({space}), or declare the space they have"
+            if got.shape != space.shape:
+                return EnvSpecMismatchError(name, where, "observation shape", f"{space.shape} (observation_space.shape)",
+                                            got.shape, fix)
+            if space.dtype is not None and got.dtype.kind != np.dtype(space.dtype).kind:
+                return EnvSpecMismatchError(name, where, "observation dtype", f"{space.dtype} (observation_space.dtype)",
+                                            got.dtype, fix)
+    except Exception:  # noqa: BLE001 - the env fails alone too: not an observation problem
+        return None
+    finally:
+        env.close()
+    return None
+
+
 def build_vector_env(
     env: str | Callable[[], gymnasium.Env],
     num_envs: int,
@@ -75,15 +122,7 @@ def build_vector_env(
     subprocess started with `context` ("spawn" or "forkserver"); the factory is
     sent with cloudpickle, so lambdas work, but classes must be importable.
     """
-    if isinstance(env, str):
-        factory = functools.partial(gymnasium.make, env, **make_kwargs)
-    elif callable(env) and not make_kwargs:
-        factory = env
-    else:
-        raise TypeError(
-            f"expected a gymnasium id or a callable returning a gymnasium.Env (without make "
-            f"kwargs), got {env!r} with kwargs {sorted(make_kwargs)}"
-        )
+    factory = single_env_factory(env, **make_kwargs)
     if num_envs < 1:
         raise ValueError(f"num_envs must be positive, got {num_envs}")
     mode = AutoresetMode(autoreset_mode)
@@ -127,9 +166,11 @@ class GymnasiumVectorEnv:
             if num_envs is not None and num_envs != env.num_envs:
                 raise ValueError(f"num_envs={num_envs} but the VectorEnv has {env.num_envs} envs")
             self.env = env
+            self._single: Callable[[], gymnasium.Env] | None = None
         else:
             if num_envs is None:
                 raise ValueError("num_envs is required when building from an id or factory")
+            self._single = single_env_factory(env, **make_kwargs)
             self.env = build_vector_env(env, num_envs, vectorization, autoreset_mode, context, **make_kwargs)
         self.num_envs = int(self.env.num_envs)
         self.autoreset_mode = _autoreset_mode(self.env)
@@ -168,6 +209,11 @@ class GymnasiumVectorEnv:
 
     def close(self) -> None:
         self.env.close()
+
+    def explain_failure(self, method: str, seed: int) -> EnvSpecMismatchError | None:
+        """Why `reset`/`step` raised, if one env replayed alone shows it (`explain_single_env`);
+        None for a user's VectorEnv (no single-env factory to replay)."""
+        return None if self._single is None else explain_single_env(self._single, method, seed)
 
     # ---- internals ----
 

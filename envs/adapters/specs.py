@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from dm_env import specs
@@ -22,18 +22,26 @@ from gymnasium import spaces
 
 from envs.host import EXTRAS_KEYS, HostVectorEnv
 from envs.types import FIRST, LAST, MID, ActionSpec, ObservationSpec, TimeStep
+from podrl.errors import UserInputError
 
 
-class UnsupportedSpaceError(TypeError):
+class UnsupportedSpaceError(UserInputError, TypeError):
     """A gymnasium space or dm_env spec that podrl host envs cannot represent."""
 
+    label = "unsupported space"
 
-class EnvSpecMismatchError(ValueError):
-    """A host env broke its contract: `method` returned `got` for `field`, not `expected`."""
 
-    def __init__(self, env_name: str, method: str, field: str, expected: Any, got: Any):
+class EnvSpecMismatchError(UserInputError, ValueError):
+    """A host env broke its contract: `method` returned `got` for `field`, not `expected`.
+
+    `fix`, when given, ends the message with what to change.
+    """
+
+    label = "env does not match its spec"
+
+    def __init__(self, env_name: str, method: str, field: str, expected: Any, got: Any, fix: str = ""):
         self.method, self.field, self.expected, self.got = method, field, expected, got
-        super().__init__(f"{env_name}.{method}(): {field}: expected {expected}, got {got}")
+        super().__init__(f"{env_name}.{method}(): {field}: expected {expected}, got {got}" + (f"; {fix}" if fix else ""))
 
 
 # ---------------------------------------------------------------- spec conversion
@@ -249,26 +257,37 @@ def check_host_env(env: HostVectorEnv, steps: int = 8, seed: int = 0) -> None:
     `env.action_spec()` (its minimum, its maximum, then uniform), checking
     observation shape/dtype, reward/discount shape and dtype, step types and the
     extras keys. Raises `EnvSpecMismatchError` naming the method (reset/step),
-    the field, and expected vs got. An exception from `env.step` on sampled
-    actions is reported as an action-range mismatch. The env is left mid-run.
+    the field, and expected vs got. An exception from `env.reset`/`env.step` is
+    explained by the env's optional `explain_failure(method, seed)` (gymnasium
+    envs replay one env alone and name an observation of the wrong shape or
+    dtype); failing that, a step's exception is reported as an action-range
+    mismatch. The env is left mid-run.
     """
     checker = _Checker(env)
     action_spec = env.action_spec()
     _check_action_spec(checker, action_spec)
-    ts = env.reset(seed)
+    ts = _call(env, "reset", (seed,), seed, lambda e: EnvSpecMismatchError(
+        checker.name, "reset", "call", "a FIRST TimeStep", f"{type(e).__name__}: {e}"))
     checker.timestep("reset", ts, (FIRST,))
     keys = set(ts.extras)
     rng = np.random.default_rng(seed)
     for i in range(steps):
         actions = sample_actions(action_spec, checker.b, rng, i)
-        try:
-            ts = env.step(actions)
-        except Exception as e:  # noqa: BLE001 - reported with the actions that caused it
-            raise EnvSpecMismatchError(
-                checker.name, "step", "action",
-                f"every action within action_spec {action_spec} accepted",
-                f"{type(e).__name__}: {e} for actions {actions.tolist()}",
-            ) from e
+        ts = _call(env, "step", (actions,), seed, lambda e: EnvSpecMismatchError(
+            checker.name, "step", "action", f"every action within action_spec {action_spec} accepted",
+            f"{type(e).__name__}: {e} for actions {actions.tolist()}"))
         checker.timestep("step", ts, (MID, LAST))
         if set(ts.extras) != keys:
             checker.fail("step", "extras keys", f"the reset's keys {sorted(keys)}", sorted(ts.extras))
+
+
+def _call(env: HostVectorEnv, method: str, args: tuple, seed: int,
+          otherwise: Callable[[Exception], EnvSpecMismatchError]) -> TimeStep:
+    """`env.<method>(*args)`; if it raises, the env's own explanation (`explain_failure`,
+    e.g. an observation of the wrong shape) or else `otherwise(exception)`, chained."""
+    try:
+        return getattr(env, method)(*args)
+    except Exception as e:  # noqa: BLE001 - reported as a contract mismatch, cause chained
+        explain = getattr(env, "explain_failure", None)
+        explained = explain(method, seed) if callable(explain) else None
+        raise (explained or otherwise(e)) from e
