@@ -25,6 +25,7 @@ import os
 from typing import Any
 
 import jax
+import numpy as np
 
 from podrl.checkpoint import ResumePoint, RunCheckpoints, find_resume_point
 from podrl.config import RunConfig
@@ -102,10 +103,19 @@ class RunContext:
             self._schedule.saved(update)
         return False
 
-    def finish(self, update: int, state: Any, params: Any) -> str | None:
-        """Saves the final checkpoint; returns what stopped the run early, or None if it ran to its total."""
+    def finish(self, update: int, state: Any, params: Any, sps: float, eval_return: Any) -> str | None:
+        """Saves the final checkpoint and prints the closing line.
+
+        Returns what stopped the run early ("SIGINT", "SIGTERM",
+        "stop_after_updates"), or None when it ran to its total.
+        """
         self.checkpoints.save(update, state, params)
-        return self.stop_requested or ("stop_after_updates" if update < self.config.num_updates else None)
+        stopped_by = self.stop_requested or ("stop_after_updates" if update < self.config.num_updates else None)
+        greedy = np.round(np.asarray(eval_return, np.float64), 1).tolist() if eval_return is not None else "n/a"
+        where = f"; checkpoint in {self.checkpoints.directory}" if self.checkpoints.directory else ""
+        self.logger.info(f"{'stopped by ' + stopped_by if stopped_by else 'done'} at update {update}: "
+                         f"{sps:,.0f} SPS, greedy return {greedy}{where}")
+        return stopped_by
 
     def note_failure(self, error: BaseException) -> None:
         """Adds the last good checkpoint to `error`'s message."""

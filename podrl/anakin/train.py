@@ -83,12 +83,9 @@ def _train_loop(program: AnakinProgram, config: AnakinConfig, run: RunContext) -
         first = last
         if run.after_update(last, state, state.train_state.params):
             break
-    stopped_by = run.finish(first, state, state.train_state.params)
     done = (first - start) * config.steps_per_update * config.num_seeds
     sps = done / max(train_seconds, 1e-9)
-    run.logger.info(f"{'stopped by ' + stopped_by if stopped_by else 'done'} at update {first}: {sps:,.0f} SPS, "
-                    f"greedy return {np.round(eval_return, 1).tolist() if eval_return is not None else 'n/a'}"
-                    + (f"; checkpoint in {run.checkpoints.directory}" if run.checkpoints.directory else ""))
+    stopped_by = run.finish(first, state, state.train_state.params, sps, eval_return)
     return AnakinResult(state, history, eval_return, compile_seconds, sps, run.logger.run_dir,
                         run.checkpoints.directory, stopped_by)
 

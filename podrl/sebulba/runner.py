@@ -101,10 +101,10 @@ def _run(config: SebulbaConfig, setup: ActorSetup, run: RunContext) -> SebulbaRe
     except BaseException:  # an actor, env or timeout failure: keep the learner's work
         run.checkpoints.save(loop.done, loop.train_state, loop.train_state.params)
         raise
-    stopped_by = run.finish(loop.done, loop.train_state, loop.train_state.params)
-    seconds = loop.training_seconds()
+    sps = loop.global_steps / loop.training_seconds()
     final_eval = loop.history[-1].get("eval_return") if loop.history else None
-    return SebulbaResult(loop.train_state, loop.history, loop.lags, final_eval, loop.global_steps / seconds,
+    stopped_by = run.finish(loop.done, loop.train_state, loop.train_state.params, sps, final_eval)
+    return SebulbaResult(loop.train_state, loop.history, loop.lags, final_eval, sps,
                          compile_seconds, loop.env_steps, loop.global_steps, run.logger.run_dir,
                          run.checkpoints.directory, stopped_by)
 
