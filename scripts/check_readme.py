@@ -11,9 +11,9 @@ Shortening: every training command (also behind `launch_local.py ... --`) gets
 its `--total-steps` divided by `--scale` but at least `--default-steps` (which
 it gets when it gives none and does not resume), and
 `--checkpoint.stop-after-updates` / `--checkpoint.every-updates` are divided
-too; benchmarks get `--quick`. A command whose README comment says `Ctrl-C` is
-sent SIGINT after its first progress line, as a user would, and must still
-exit 0. Installs, TPU (`gcloud`) and SLURM (`srun`) lines are listed as skipped.
+too; benchmarks get `--quick`. A command whose README comment starts with
+`Ctrl-C` is sent SIGINT once it says it has compiled (so during its first
+training call), as a user would stop it, and must still exit 0. Installs, TPU (`gcloud`) and SLURM (`srun`) lines are listed as skipped.
 
 Usage:
   python scripts/check_readme.py                      # all commands; markdown table + JSON summary
@@ -159,11 +159,11 @@ def run_one(command: Command, cwd: Path, scale: int, default_steps: int, timeout
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
-    lines, interrupted = [], False
+    lines, interrupted, interrupt = [], False, command.comment.startswith("Ctrl-C")
     try:
         for line in proc.stdout:
             lines.append(line)
-            if "Ctrl-C" in command.comment and not interrupted and re.search(r"\bstep [\d,]+/", line):
+            if interrupt and not interrupted and "compiled in" in line:  # training has started
                 proc.send_signal(signal.SIGINT)
                 interrupted = True
             if time.perf_counter() - start > timeout:
@@ -174,8 +174,9 @@ def run_one(command: Command, cwd: Path, scale: int, default_steps: int, timeout
         proc.wait()
         lines.append(f"[check_readme] killed after {timeout:.0f} s\n")
         code = None
-    if "Ctrl-C" in command.comment and not interrupted:
-        lines.append("[check_readme] the run ended before its first progress line; nothing to interrupt\n")
+    if interrupt and not interrupted:
+        lines.append("[check_readme] the run never said it had compiled; nothing was interrupted\n")
+        code = code if code else 1
     return Outcome(command, ran, code, time.perf_counter() - start, "".join(lines[-12:]))
 
 
