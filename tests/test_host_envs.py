@@ -14,7 +14,6 @@ import types
 import dm_env
 import gymnasium
 import jax
-
 import numpy as np
 import pytest
 from dm_env import specs
