@@ -83,7 +83,7 @@ def test_policy_lag_follows_the_staleness_setting(cpu_devices, lag, expect):
 
 
 class FailingEnv(JaxHostVectorEnv):
-    """A JAX host env that raises (or hangs, or returns NaN rewards) at step `k`."""
+    """A JAX host env that raises (or hangs, returns NaN rewards, or sleeps 50 ms per step) from step `k`."""
 
     def __init__(self, mode: str, k: int, num_envs: int, release: threading.Event | None = None):
         super().__init__(make("MatchSign-v0"), num_envs)
@@ -98,6 +98,8 @@ class FailingEnv(JaxHostVectorEnv):
             if self.mode == "hang":
                 self.hung_at = time.monotonic()
                 self.release.wait(120)
+            if self.mode == "slow":
+                time.sleep(0.05)
             if self.mode == "nan":
                 ts = super().step(actions)
                 return ts._replace(reward=np.full_like(ts.reward, np.nan))
@@ -122,12 +124,15 @@ def test_env_exception_stops_the_run_with_that_exception(cpu_devices):
 def test_env_hang_is_reported_by_the_timeout(cpu_devices):
     """Thread 0's env hangs at its 12th step, thread 1's never: the TimeoutError arrives
     within the learner's wait (timeout_s) plus the bounded join of the stuck thread
-    (timeout_s) plus a margin; the healthy thread is gone before the hang is released."""
+    (timeout_s) plus a margin; the healthy thread is gone before the hang is released.
+
+    Thread 1's env is slow (50 ms a step) so that its own wait for params version 2
+    starts well after the learner's wait for thread 0's rollout 1 and times out later."""
     timeout_s, release = 2.0, threading.Event()
     made: list[FailingEnv] = []
 
     def factory(j, n):
-        made.append(FailingEnv("hang", 12 if j == 0 else 10**9, n, release))
+        made.append(FailingEnv("hang", 12, n, release) if j == 0 else FailingEnv("slow", 1, n))
         return made[-1]
 
     try:
