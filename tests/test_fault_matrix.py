@@ -230,12 +230,12 @@ def sebulba_env_raises(tmp_path, ctx):
 def sebulba_env_hangs(tmp_path, ctx):
     """The TimeoutError comes within the learner's wait plus the bounded join of the stuck
     thread (2 x timeout_s) and a margin; checked before the hang is released."""
-    release, made = threading.Event(), []
-    factory = lambda j, n: made.append(FaultyHostEnv("hang", n, k=12, release=release)) or made[-1]  # noqa: E731
+    release = threading.Event()
+    env = FaultyHostEnv("hang", 4, k=12, release=release)  # tiny_sebulba: one thread of 4 envs
     try:
-        train_sebulba(tiny_sebulba(timeout_s=2.0), AGENT, env_factory=factory)
+        train_sebulba(tiny_sebulba(timeout_s=2.0), AGENT, env_factory=lambda j, n: env)
     except TimeoutError:
-        waited = time.monotonic() - made[0].hung_at
+        waited = time.monotonic() - env.hung_at
         assert waited <= 2 * 2.0 + 1.5, waited
         assert actor_threads() == ["sebulba-actor-0"], actor_threads()  # still stuck in env.step
         raise
