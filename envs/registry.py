@@ -21,6 +21,8 @@ _REGISTRY: dict[str, _Entry] = {
     "Acrobot-v1": _Entry("envs.acrobot", "Acrobot", 500),
     "Pendulum-v1": _Entry("envs.pendulum", "Pendulum", 200),
     "MatchSign-v0": _Entry("envs.tiny", "MatchSign", None),
+    "MatchCue-v0": _Entry("envs.tiny", "MatchCue", None),
+    "ReachCue-v0": _Entry("envs.tiny", "ReachCue", None),
 }
 
 

@@ -1,5 +1,9 @@
 """Tiny environments that agents learn in seconds, for fast tests.
 
+`MatchCue` (discrete) and `ReachCue` (continuous) are the learning checks: an
+untrained greedy policy scores far below their optimum (see their docstrings),
+so a test that asserts a high return proves that training happened.
+
 `MatchSign`: each observation is a random sign s in {-1, +1}; action 1 means
 "positive" and action 0 "negative". Matching the sign earns 1, otherwise 0.
 Signs are i.i.d. and independent of the actions, so the optimal policy is
@@ -12,6 +16,8 @@ With the default ``episode_length = 16``:
 
 The episode *terminates* (LAST, discount 0) on its `episode_length`-th step,
 so no time limit is needed (`envs.make("MatchSign-v0")` adds none).
+Its untrained greedy policy is perfect or perfectly wrong (an odd network of
++-1 inputs), so it is no learning check.
 """
 
 from __future__ import annotations
@@ -71,3 +77,76 @@ def _draw_sign(key: PRNGKey) -> tuple[PRNGKey, Array]:
     key, sub = jax.random.split(key)
     sign = jnp.where(jax.random.bernoulli(sub), 1.0, -1.0).astype(jnp.float32)
     return key, sign
+
+
+class CueState(NamedTuple):
+    """The current cue and the randomness for the next ones.
+
+    Attributes:
+      key: PRNG key (typed [] or raw uint32 [2]), draws the next cue.
+      cue: int32 [], the cue currently shown, in [0, num_cues).
+      t: int32 [], steps taken in this episode.
+    """
+
+    key: PRNGKey
+    cue: Array
+    t: Array
+
+
+class MatchCue:
+    """Name the shown cue: one of `num_cues` cues, observed one-hot; action i earns 1 iff the cue is i.
+
+    Cues are i.i.d. uniform and independent of the actions; an episode terminates on
+    its `episode_length`-th step. With the defaults (4 cues, 16 steps): optimal return
+    16, uniformly random policy 4. An untrained greedy policy maps each cue to one
+    fixed action, so it expects 4 and is perfect for 1 network in 4**4 = 256.
+    """
+
+    def __init__(self, num_cues: int = 4, episode_length: int = 16):
+        if num_cues < 2 or episode_length <= 0:
+            raise ValueError(f"need num_cues >= 2 and episode_length > 0, got {num_cues}, {episode_length}")
+        self.num_cues, self.episode_length = int(num_cues), int(episode_length)
+
+    def reset(self, key: PRNGKey) -> tuple[CueState, TimeStep]:
+        key, cue = self._draw(key)
+        state = CueState(key, cue, jnp.asarray(0, jnp.int32))
+        return state, restart(self._observe(cue))
+
+    def step(self, state: CueState, action: Array) -> tuple[CueState, TimeStep]:
+        reward = self.reward(state.cue, action)
+        key, cue = self._draw(state.key)
+        t = state.t + 1
+        return CueState(key, cue, t), transition(self._observe(cue), reward, t >= self.episode_length)
+
+    def reward(self, cue: Array, action: Array) -> Array:
+        return jnp.where(action == cue, 1.0, 0.0).astype(jnp.float32)
+
+    def observation_spec(self) -> specs.Array:
+        return specs.Array((self.num_cues,), np.float32, name="observation")
+
+    def action_spec(self) -> specs.Array:
+        return specs.DiscreteArray(self.num_cues, name="action")
+
+    def _observe(self, cue: Array) -> Array:
+        return jax.nn.one_hot(cue, self.num_cues, dtype=jnp.float32)
+
+    def _draw(self, key: PRNGKey) -> tuple[PRNGKey, Array]:
+        key, sub = jax.random.split(key)
+        return key, jax.random.randint(sub, (), 0, self.num_cues, jnp.int32)
+
+
+class ReachCue(MatchCue):
+    """`MatchCue` with one continuous action: move it to the cue's target.
+
+    Cue i's target is `linspace(-1, 1, num_cues)[i]`; the reward is
+    `1 - |clip(action, -1, 1) - target|`, in [-1, 1]. With the defaults: optimal
+    return 16; a policy that always answers 0 (an untrained Gaussian head, whose
+    mean starts near 0) expects 16 * (1 - 2/3) = 5.3.
+    """
+
+    def reward(self, cue: Array, action: Array) -> Array:
+        target = jnp.linspace(-1.0, 1.0, self.num_cues)[cue]
+        return (1.0 - jnp.abs(jnp.clip(action[0], -1.0, 1.0) - target)).astype(jnp.float32)
+
+    def action_spec(self) -> specs.BoundedArray:
+        return specs.BoundedArray((1,), np.float32, -1.0, 1.0, name="action")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +17,7 @@ from podrl.config import AnakinConfig, LoggingConfig
 from podrl.evaluation import evaluate_greedy
 from podrl.mesh import data_mesh
 from podrl.types import Agent
+from untrained import anakin_initial_return
 
 QUIET = LoggingConfig(run_dir=None, console=False)
 
@@ -31,6 +33,7 @@ def params_of(result) -> list[np.ndarray]:
     return [np.asarray(x) for x in jax.tree.leaves(result.state.train_state.params)]
 
 
+@pytest.mark.learning
 @pytest.mark.slow
 @pytest.mark.learning
 @pytest.mark.timeout(300)
@@ -44,6 +47,7 @@ def test_ppo_solves_cartpole_on_a_4_device_mesh(cpu_devices):
     assert result.final_eval_return[0] >= 475.0, result.final_eval_return
 
 
+@pytest.mark.learning
 @pytest.mark.slow
 @pytest.mark.learning
 @pytest.mark.timeout(300)
@@ -81,9 +85,9 @@ def test_same_seed_gives_bit_identical_params(cpu_devices):
     config = quick_config(num_devices=2)
     a, b = train_anakin(config, PPOConfig()), train_anakin(config, PPOConfig())
     other = train_anakin(dataclasses.replace(config, seed=1), PPOConfig())
-    for x, y in zip(params_of(a), params_of(b)):
+    for x, y in zip(params_of(a), params_of(b), strict=True):
         np.testing.assert_array_equal(x, y)
-    assert any(not np.array_equal(x, y) for x, y in zip(params_of(a), params_of(other)))
+    assert any(not np.array_equal(x, y) for x, y in zip(params_of(a), params_of(other), strict=True))
 
 
 @pytest.mark.timeout(240)
@@ -102,21 +106,56 @@ def test_train_call_is_traced_once_across_updates(cpu_devices):
     assert steps == [4, 8, 12]
 
 
+@pytest.mark.learning
 @pytest.mark.timeout(240)
-def test_learns_tiny_env_and_logs_run_dir(cpu_devices, tmp_path):
-    config = quick_config(num_devices=4, total_steps=8 * 16 * 40, updates_per_call=8, eval_every=2,
+def test_ppo_learns_match_cue_from_a_bad_start(cpu_devices):
+    """MatchCue: 4 one-hot cues, 4 actions; optimum 16, random 4. The untrained greedy
+    policy names each cue with one fixed action, so it is measurably bad first."""
+    config = quick_config(env="MatchCue-v0", num_devices=2, total_steps=8 * 16 * 40, updates_per_call=8,
+                          eval_every=1, eval_episodes=16)
+    agent_config = PPOConfig(learning_rate=3e-3)
+    initial = float(anakin_initial_return(config, agent_config, cpu_devices[:2])[0])
+    result = train_anakin(config, agent_config)
+    evals = [float(record["eval_return"][0]) for record in result.history]
+    assert len(evals) == 5 and initial <= 8.0, (initial, evals)
+    assert evals[-1] >= 15.0 and evals[-1] - initial >= 7.0, (initial, evals)
+
+
+def read_tensorboard_scalars(run_dir) -> dict[str, list[tuple[int, float]]]:
+    """{tag: [(step, value), ...]} of every scalar in `run_dir`'s event files, read by TensorBoard's own reader."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+@pytest.mark.timeout(240)
+def test_run_dir_holds_config_metrics_and_tensorboard_scalars_per_seed(cpu_devices, tmp_path):
+    config = quick_config(num_devices=2, num_seeds=2, total_steps=8 * 16 * 8, eval_every=1,
                           logging=LoggingConfig(run_dir=str(tmp_path), run_name="tiny", console=False))
-    result = train_anakin(config, PPOConfig(learning_rate=3e-3))
-    assert result.final_eval_return[0] >= 15.0  # optimum 16, random 8
+    result = train_anakin(config, PPOConfig())
     run_dir = tmp_path / "tiny"
     assert result.run_dir == str(run_dir)
-    assert (run_dir / "config.json").exists()
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    assert len(lines) == 5  # 40 updates / 8 per call
-    import json
-    last = json.loads(lines[-1])
-    assert last["step"] == 8 * 16 * 40 and last["eval_return"] >= 15.0 and last["sps"] > 0
-    assert any(p.name.startswith("events.out.tfevents") for p in run_dir.iterdir())
+    assert json.loads((run_dir / "config.json").read_text())["run"]["num_seeds"] == 2
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [8 * 16 * 4, 8 * 16 * 8]  # 8 updates, 4 per call
+    assert [r["step"] for r in records] == steps
+    scalars = read_tensorboard_scalars(run_dir)
+    for name in ("episode_return", "eval_return", "train/policy_loss", "train/value_loss"):
+        per_seed = [r[f"{name}_per_seed"] for r in records]
+        assert all(len(values) == 2 for values in per_seed), name
+        expected = {name: [r[name] for r in records],
+                    **{f"{name}/seed{i}": [values[i] for values in per_seed] for i in range(2)}}
+        for tag, values in expected.items():
+            assert [step for step, _ in scalars[tag]] == steps, tag
+            np.testing.assert_allclose([v for _, v in scalars[tag]], values, rtol=1e-6, err_msg=tag)
+    assert [step for step, _ in scalars["sps"]] == steps and "sps/seed0" not in scalars
+    np.testing.assert_allclose([v for _, v in scalars["sps"]], [r["sps"] for r in records], rtol=1e-6)
+    # every scalar tag is a metrics.jsonl key or one seed of a *_per_seed key
+    keys = {k for r in records for k in r} | {f"{k[:-9]}/seed{i}" for k in records[0] if k.endswith("_per_seed")
+                                               for i in range(2)}
+    assert set(scalars) <= keys, set(scalars) - keys
 
 
 @pytest.mark.timeout(300)
@@ -128,7 +167,7 @@ def test_num_seeds_trains_independent_seeds_in_one_program(cpu_devices):
     leaves_multi, leaves_single = params_of(multi), params_of(single)
     assert all(x.shape[0] == 3 for x in leaves_multi)
     # Seed index 1 of a run from seed 5 is seed 6: vmap must not couple seeds.
-    for x, y in zip(leaves_multi, leaves_single):
+    for x, y in zip(leaves_multi, leaves_single, strict=True):
         np.testing.assert_allclose(x[1], y[0], atol=1e-5)
     assert not np.allclose(leaves_multi[0][0], leaves_multi[0][1])
 

@@ -10,10 +10,15 @@ import sys
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from dm_env import specs
+
+import envs
 
 from agents.ppo import PPOConfig
+from envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.anakin import train_anakin
 from podrl.checkpoint import Checkpointer, resume_dir
 from podrl.config import AnakinConfig, CheckpointConfig, LoggingConfig
@@ -46,10 +51,15 @@ def test_anakin_stop_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, c
     first = train_anakin(anakin(tmp_path, "part", stop_after_updates=4), PPOConfig())
     assert first.stopped_by == "stop_after_updates"
     assert int(np.asarray(first.state.train_state.update_step)[0]) == 4
+    assert [r["updates"] for r in first.history] == [3, 4]
     rest = train_anakin(anakin(tmp_path, "rest", resume=str(tmp_path / "part")), PPOConfig())
     assert rest.stopped_by is None
     assert int(np.asarray(rest.state.train_state.update_step)[0]) == 10
-    for a, b in zip(leaves(whole.state), leaves(rest.state)):  # params, optimizer, env states, keys
+    # it started at update 4 and ran exactly the 6 missing updates (calls 4..7 and 7..10);
+    # a restore that returned a fresh state would redo all 10 and still end bit-identical
+    assert [r["updates"] for r in rest.history] == [7, 10]
+    assert [r["step"] for r in rest.history] == [7 * 8 * 16, 10 * 8 * 16]
+    for a, b in zip(leaves(whole.state), leaves(rest.state), strict=True):  # params, optimizer, env states, keys
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(leaves(first.state.train_state.params)[0], leaves(rest.state.train_state.params)[0])
     # the resumed run kept writing into the checkpoint folder it resumed from
@@ -85,12 +95,55 @@ def test_sebulba_resume_restores_the_learner_exactly(tmp_path, cpu_devices):
     saved = Checkpointer(resume_dir(str(tmp_path / "part")), read_only=True)
     assert saved.latest_step() == 3
     restored = saved.restore_params(first.train_state.params)
-    for a, b in zip(leaves(first.train_state.params), leaves(restored)):
+    for a, b in zip(leaves(first.train_state.params), leaves(restored), strict=True):
         np.testing.assert_array_equal(a, b)
     rest = train_sebulba(config("rest", resume=str(tmp_path / "part")), PPOConfig(num_minibatches=2))
     assert int(np.asarray(rest.train_state.update_step)) == 8
     assert rest.env_steps == 5 * 4 * 16  # only the updates after the resume
     assert (rest.policy_lags[3:] == 0).all()
+
+
+class ConstantBandit:
+    """A JAX env without state that matters: observation [1], reward = action (0 or 1),
+    every step terminates. Fresh episodes after a resume see exactly the data an
+    uninterrupted run would have seen, so a Sebulba resume must then match it bit for bit."""
+
+    def reset(self, key):
+        return jnp.zeros((), jnp.int32), envs.restart(jnp.ones((1,), jnp.float32))
+
+    def step(self, state, action):
+        reward = action.astype(jnp.float32)
+        return state, envs.transition(jnp.ones((1,), jnp.float32), reward, jnp.bool_(True))
+
+    def observation_spec(self):
+        return specs.Array((1,), np.float32, name="observation")
+
+    def action_spec(self):
+        return specs.DiscreteArray(2, name="action")
+
+
+@pytest.mark.timeout(300)
+def test_sebulba_resume_continues_from_the_checkpoint(tmp_path, cpu_devices):
+    """On an env whose episodes carry nothing over, 3 updates + a resume + 5 updates equal
+    8 uninterrupted updates: params, optimizer state and update counter, bit for bit."""
+    def config(name, **checkpoint):
+        return SebulbaConfig(env=f"jax:{__name__}:ConstantBandit", envs_per_thread=4, rollout_length=8,
+                             total_steps=4 * 8 * 8, log_every=2,
+                             actor_devices=(0,), learner_devices=(1,), lag="0", eval_episodes=0,
+                             logging=logs(tmp_path, name), checkpoint=CheckpointConfig(**checkpoint))
+
+    def run(name, **checkpoint):
+        factory = lambda j, n: JaxHostVectorEnv(ConstantBandit(), n)  # noqa: E731
+        return train_sebulba(config(name, **checkpoint), PPOConfig(num_minibatches=2), env_factory=factory)
+
+    whole = run("whole")
+    part = run("part", stop_after_updates=3)
+    rest = run("rest", resume=str(tmp_path / "part"))
+    assert [r["updates"] for r in rest.history] == [4, 6, 8] and rest.env_steps == 5 * 4 * 8
+    assert int(np.asarray(rest.train_state.update_step)) == 8
+    for a, b in zip(leaves(whole.train_state), leaves(rest.train_state), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(leaves(part.train_state.params)[0], leaves(rest.train_state.params)[0])
 
 
 @pytest.mark.timeout(300)
@@ -145,7 +198,8 @@ print("save 2 finished before the kill", flush=True)
 def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path):
     directory = tmp_path / "ckpt"
     result = subprocess.run([sys.executable, "-c", KILL_DURING_SAVE, str(directory)], capture_output=True,
-                            text=True, timeout=100, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            text=True, timeout=100, cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
     assert result.returncode == -signal.SIGKILL, result.stdout + result.stderr[-2000:]
     assert "finished before the kill" not in result.stdout
     ckpt = Checkpointer(str(directory), read_only=True)

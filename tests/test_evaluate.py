@@ -30,6 +30,7 @@ from envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.anakin import train_anakin
 from podrl.config import AnakinConfig, LoggingConfig
 from podrl.evaluation import evaluate_greedy, evaluate_host_greedy
+from untrained import sebulba_initial_params
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "evaluate.py"
@@ -166,22 +167,29 @@ def evaluate_module(monkeypatch):
 
 
 def test_sebulba_checkpoint_and_step_selection(evaluate_module, trained, tmp_path, capsys):
-    """A Sebulba checkpoint (params without a seed axis) evaluates on its host env; --step picks a step."""
+    """A Sebulba checkpoint (params without a seed axis) evaluates on its host env; --step picks a step.
+
+    JAX CartPole on the host: its greedy returns differ from episode to episode and
+    change with the env seed and with the params, so a wrong seed or wrong params shows."""
     from envs.adapters.make import make_host_env
     from podrl.sebulba import SebulbaConfig, train_sebulba
 
-    # the learner program test_fault_matrix.py's Sebulba runs compile too (1 actor x 4 envs x 8 steps, 2 learners)
-    config = SebulbaConfig(env="jax:MatchSign-v0", envs_per_thread=4, rollout_length=8, total_steps=4 * 8 * 2,
+    config = SebulbaConfig(env="jax:CartPole-v1", envs_per_thread=4, rollout_length=8, total_steps=4 * 8 * 2,
                            actor_devices=(0,), learner_devices=(1, 2), eval_episodes=0, logging=LoggingConfig(
                                run_dir=str(tmp_path), run_name="s", console=False, tensorboard=False))
     result = train_sebulba(config, AGENT)
     assert evaluate_module.main([result.run_dir, "--episodes", "8", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert (summary["layout"], summary["backend"], summary["step"]) == ("sebulba", "host", 2)
-    agent = AGENT.make_agent(envs.env_spec(envs.make("MatchSign-v0")), 1)
-    host = make_host_env("jax:MatchSign-v0", 8)
-    expected = evaluate_host_greedy(agent, jax.device_get(result.train_state.params), host, seed=0, max_steps=10_000)
-    np.testing.assert_allclose(summary["returns"], expected.returns)
+    agent, host = cartpole_agent(), make_host_env("jax:CartPole-v1", 8)
+    params = jax.device_get(result.train_state.params)
+    expected = evaluate_host_greedy(agent, params, host, seed=0, max_steps=10_000).returns
+    np.testing.assert_allclose(summary["returns"], expected)
+    other_seed = evaluate_host_greedy(agent, params, host, seed=1, max_steps=10_000).returns
+    _, other_params = sebulba_initial_params(AGENT, envs.env_spec(envs.make("CartPole-v1")), seed=1)
+    other_policy = evaluate_host_greedy(agent, other_params, host, seed=0, max_steps=10_000).returns
+    assert len(set(expected.tolist())) > 1, expected
+    assert not np.array_equal(other_seed, expected) and not np.array_equal(other_policy, expected)
 
     assert evaluate_module.main([trained.run_dir, "--step", "99"]) == 2
     assert f"no checkpoint step 99 in '{trained.checkpoint_dir}' (steps: [3])" in capsys.readouterr().err

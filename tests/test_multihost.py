@@ -41,7 +41,7 @@ def test_anakin_two_processes_match_one_process_with_four_devices(tmp_path, cpu_
     result = launch(2, 2, WORKER + ["--layout", "anakin", "--out", str(tmp_path)], timeout=280)
     assert result.returncode == 0, result.stdout[-4000:]
     (p0, _, _), (p1, _, _) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
-    for a, b in zip(p0, p1):
+    for a, b in zip(p0, p1, strict=True):
         np.testing.assert_array_equal(a, b)  # one program, one replicated result
 
     sys.path.insert(0, str(ROOT / "tests"))
@@ -53,7 +53,7 @@ def test_anakin_two_processes_match_one_process_with_four_devices(tmp_path, cpu_
     config = anakin_config(4, LoggingConfig(run_dir=None, console=False))
     single = train_anakin(config.__class__(**{**config.__dict__, "num_devices": 4}), PPOConfig())
     reference = [np.asarray(x)[0] for x in jax.tree.leaves(single.state.train_state.params)]
-    for a, b in zip(p0, reference):
+    for a, b in zip(p0, reference, strict=True):
         # Same global program; only the all-reduce differs (gloo across processes vs
         # in-process), which may sum in another order: float32 rounding, nothing more.
         np.testing.assert_allclose(a[0], b, atol=1e-5)
@@ -73,7 +73,7 @@ def test_anakin_two_processes_checkpoint_and_resume_consistently(tmp_path):
         assert result.returncode == 0, result.stdout[-4000:]
     assert "updates 2..4 of 4" in result.stdout
     for name in ("p0.npz", "p1.npz"):
-        for a, b in zip(load(whole / name)[0], load(parts / name)[0]):
+        for a, b in zip(load(whole / name)[0], load(parts / name)[0], strict=True):
             np.testing.assert_array_equal(a, b)
 
 
@@ -82,7 +82,7 @@ def test_sebulba_two_processes_share_one_learner(tmp_path):
     result = launch(2, 2, WORKER + ["--layout", "sebulba", "--out", str(tmp_path), "--updates", "6"], timeout=280)
     assert result.returncode == 0, result.stdout[-4000:]
     (p0, local0, global0), (p1, local1, global1) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
-    for a, b in zip(p0, p1):
+    for a, b in zip(p0, p1, strict=True):
         np.testing.assert_array_equal(a, b)
     assert local0 == local1 == 4 * 16 * 6  # each host's own actor steps are counted...
     assert global0 == global1 == 2 * 4 * 16 * 6  # ...and summed over hosts

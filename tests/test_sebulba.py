@@ -55,13 +55,13 @@ def test_parity_with_anakin_same_seed(cpu_devices):
     a_leaves = jax.tree.leaves(anakin.state.train_state.params)
     s_leaves = jax.tree.leaves(sebulba.train_state.params)
     assert int(np.asarray(sebulba.train_state.update_step)) == U
-    diffs = [float(np.max(np.abs(np.asarray(a)[0] - np.asarray(s)))) for a, s in zip(a_leaves, s_leaves)]
+    diffs = [float(np.max(np.abs(np.asarray(a)[0] - np.asarray(s)))) for a, s in zip(a_leaves, s_leaves, strict=True)]
     assert max(diffs) < 1e-6, diffs
     # ...while the updates moved the params by far more than that.
     spec = envs.env_spec(make("CartPole-v1"))
     init = PPOConfig().make_agent(spec, U).init(jax.random.split(jax.random.key(0), 3)[0], spec)
     moved = [float(np.max(np.abs(np.asarray(a)[0] - np.asarray(i))))
-             for a, i in zip(a_leaves, jax.tree.leaves(init.params))]
+             for a, i in zip(a_leaves, jax.tree.leaves(init.params), strict=True)]
     assert max(moved) > 1e-3
 
 
@@ -83,11 +83,12 @@ def test_policy_lag_follows_the_staleness_setting(cpu_devices, lag, expect):
 
 
 class FailingEnv(JaxHostVectorEnv):
-    """A JAX host env that raises (or hangs, or returns NaN rewards) at step `k`."""
+    """A JAX host env that raises (or hangs, returns NaN rewards, or sleeps 50 ms per step) from step `k`."""
 
     def __init__(self, mode: str, k: int, num_envs: int, release: threading.Event | None = None):
         super().__init__(make("MatchSign-v0"), num_envs)
         self.mode, self.k, self.count, self.release = mode, k, 0, release
+        self.hung_at: float | None = None  # time.monotonic() when a "hang" began
 
     def step(self, actions):
         self.count += 1
@@ -95,7 +96,10 @@ class FailingEnv(JaxHostVectorEnv):
             if self.mode == "raise":
                 raise RuntimeError(f"env exploded at step {self.count}")
             if self.mode == "hang":
+                self.hung_at = time.monotonic()
                 self.release.wait(120)
+            if self.mode == "slow":
+                time.sleep(0.05)
             if self.mode == "nan":
                 ts = super().step(actions)
                 return ts._replace(reward=np.full_like(ts.reward, np.nan))
@@ -118,17 +122,46 @@ def test_env_exception_stops_the_run_with_that_exception(cpu_devices):
 
 @pytest.mark.timeout(120)
 def test_env_hang_is_reported_by_the_timeout(cpu_devices):
-    release = threading.Event()
-    factory = lambda j, n: FailingEnv("hang", 12, n, release)  # noqa: E731
+    """Thread 0's env hangs at its 12th step, thread 1's never: the TimeoutError arrives
+    within the learner's wait (timeout_s) plus the bounded join of the stuck thread
+    (timeout_s) plus a margin; the healthy thread is gone before the hang is released.
+
+    Thread 1's env is slow (50 ms a step) so that its own wait for params version 2
+    starts well after the learner's wait for thread 0's rollout 1 and times out later."""
+    timeout_s, release = 2.0, threading.Event()
+    made: list[FailingEnv] = []
+
+    def factory(j, n):
+        made.append(FailingEnv("hang", 12, n, release) if j == 0 else FailingEnv("slow", 1, n))
+        return made[-1]
+
     try:
         with pytest.raises(TimeoutError, match=r"rollout \d+ from actor thread 0.*'env.step'"):
-            train_sebulba(tiny(timeout_s=2.0, total_steps=4 * 8 * 50), PPOConfig(num_minibatches=2),
-                          env_factory=factory)
+            train_sebulba(tiny(timeout_s=timeout_s, threads_per_actor_device=2, total_steps=2 * 4 * 8 * 50),
+                          PPOConfig(num_minibatches=2), env_factory=factory)
+        reported = time.monotonic()
+        assert made[0].hung_at is not None and made[1].hung_at is None
+        assert reported - made[0].hung_at <= 2 * timeout_s + 1.5, reported - made[0].hung_at
+        stuck = sebulba_threads()  # before the release: only the hung thread, a daemon
+        assert [t.name for t in stuck] == ["sebulba-actor-0"] and stuck[0].daemon, stuck
     finally:
         release.set()
     deadline = time.monotonic() + 10
     while sebulba_threads() and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert not sebulba_threads()
+
+
+@pytest.mark.timeout(240)
+def test_async_actors_run_ahead_of_a_slow_learner(cpu_devices):
+    """lag=async: while a slow learner (64 epochs per update) works, the actors keep acting
+    with the params they have, so some rollouts are older than the learner: lag > 0
+    (a synchronous implementation shows 0 everywhere), never beyond queue_size + 1."""
+    config = tiny(lag="async", threads_per_actor_device=2, queue_size=2, total_steps=2 * 4 * 8 * 12)
+    result = train_sebulba(config, PPOConfig(num_minibatches=2, num_epochs=64))
+    lags = result.policy_lags
+    assert lags.shape == (12, 2)
+    assert lags.max() >= 1 and lags.min() >= 0 and lags.max() <= config.queue_size + 1, lags
     assert not sebulba_threads()
 
 
@@ -199,6 +232,7 @@ def test_device_split_errors_before_anything_starts(cpu_devices, overrides, fiel
     assert not sebulba_threads()
 
 
+@pytest.mark.learning
 @pytest.mark.slow
 @pytest.mark.learning
 @pytest.mark.timeout(400)
