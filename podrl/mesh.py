@@ -49,3 +49,12 @@ def replicated(mesh: Mesh) -> NamedSharding:
 def sharded_along(mesh: Mesh, axis: int) -> NamedSharding:
     """Array dimension `axis` is split over the data axis, the rest replicated."""
     return NamedSharding(mesh, P(*([None] * axis), DATA_AXIS))
+
+
+def local_replica(tree):
+    """This process's copy of a replicated global pytree: each leaf's first local shard.
+
+    Needs no collective, so one process may call it alone (process 0 evaluating);
+    `jax.device_put(tree, device)` would refuse a tree that spans other processes.
+    """
+    return jax.tree.map(lambda x: x.addressable_data(0), tree)
