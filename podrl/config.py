@@ -83,6 +83,8 @@ class AnakinConfig:
     """Greedy episodes per evaluation and seed (rounded up to a multiple of the device count)."""
     eval_max_steps: int = 1000
     """Step bound of one evaluation episode (for envs without a time limit)."""
+    timeout_s: float = 600.0
+    """Init, compile, one train call or one evaluation running longer than this (seconds) fails the run naming it; 0 = never."""
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
     """Logging settings."""
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
@@ -92,6 +94,7 @@ class AnakinConfig:
         require_int(self, "num_seeds", "total_steps", "num_envs", "rollout_length",
                     "updates_per_call", "eval_episodes", "eval_max_steps")
         require_int(self, "seed", "eval_every", minimum=0)
+        require_number(self, "timeout_s", low=0.0)
         if self.num_devices is not None:
             require_int(self, "num_devices")
         if self.total_steps < self.num_envs * self.rollout_length:

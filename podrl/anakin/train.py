@@ -8,6 +8,7 @@ stop, a resume and M more equal N + M uninterrupted updates bit for bit).
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, NamedTuple
 
@@ -19,6 +20,7 @@ from podrl.anakin.program import AnakinProgram, AnakinState, summarize_call
 from podrl.config import AnakinConfig
 from podrl.errors import NonFiniteError, check_finite
 from podrl.run_control import SaveSchedule, StopRequests
+from podrl.watchdog import within
 
 
 class AnakinResult(NamedTuple):
@@ -63,9 +65,9 @@ def train_anakin(config: AnakinConfig, agent_config, env: JaxEnv | None = None,
 
 
 def _train_loop(program: AnakinProgram, config: AnakinConfig, logger, checkpoints) -> AnakinResult:
-    state = checkpoints.restore(program.init())
+    state = checkpoints.restore(within("init", config.timeout_s, program.init))
     start = int(np.asarray(state.train_state.update_step).reshape(-1)[0])
-    compile_seconds = program.compile(state)
+    compile_seconds = within("compile", config.timeout_s, functools.partial(program.compile, state))
     limit = min(config.num_updates, config.checkpoint.stop_after_updates or config.num_updates)
     logger.info(f"{config.env}: {config.num_seeds} seed(s) x {config.num_envs} envs on {program.num_shards} "
                 f"device(s), updates {start}..{limit} of {config.num_updates}; compiled in {compile_seconds:.1f}s")
@@ -76,7 +78,8 @@ def _train_loop(program: AnakinProgram, config: AnakinConfig, logger, checkpoint
         while first < limit:
             last = min(first + config.updates_per_call, limit)
             t0 = time.perf_counter()
-            state, metrics = program.train_call(state, first, limit)
+            state, metrics = within(f"train call (updates {first}..{last - 1})", config.timeout_s,
+                                    functools.partial(program.train_call, state, first, limit))
             summary = summarize_call(metrics)  # device_get blocks until done
             train_seconds += time.perf_counter() - t0
             try:
@@ -88,7 +91,8 @@ def _train_loop(program: AnakinProgram, config: AnakinConfig, logger, checkpoint
             summary["sps"] = (last - first) * config.steps_per_update * config.num_seeds / (time.perf_counter() - t0)
             summary["updates"] = last
             if (config.eval_every and calls % config.eval_every == 0) or last in (limit, config.num_updates):
-                eval_return = program.evaluate(state, config.seed + 1_000_003 + last)
+                eval_return = within(f"evaluation after update {last}", config.timeout_s,
+                                     functools.partial(program.evaluate, state, config.seed + 1_000_003 + last))
                 summary["eval_return"] = eval_return
             _report(logger, history, summary, last * config.steps_per_update, config)
             first = last
