@@ -40,7 +40,9 @@ def within(stage: str, timeout_s: float, fn: Callable[[], T]) -> T:
     """`fn()` with every array in its result ready, or `StageTimeout` after `timeout_s` seconds.
 
     `timeout_s <= 0` runs `fn` in the calling thread and waits for ever. An exception
-    raised by `fn` (or by the computation it started) is re-raised here.
+    raised by `fn` (or by the computation it started) is re-raised here. `fn` runs in
+    another thread, so thread-local JAX contexts the caller entered (`with
+    jax.default_device(...)`) do not apply inside it; pass what it needs explicitly.
     """
     if timeout_s <= 0:
         return jax.block_until_ready(fn())
