@@ -126,9 +126,12 @@ class AnakinConfig(RunConfig):
     """Local devices to use (the data-parallel mesh); None uses all local devices."""
     updates_per_call: int = 32
     """Updates per compiled call; metrics are logged after each call."""
+    timeout_s: float = 600.0
+    """Init, compile, one train call or one evaluation running longer than this (seconds) fails the run naming it; 0 = never."""
 
     def __post_init__(self):
         require_int(self, "num_seeds", "num_envs", "rollout_length", "updates_per_call", "eval_episodes")
+        require_number(self, "timeout_s", low=0.0)
         if self.num_devices is not None:
             require_int(self, "num_devices")
         super().__post_init__()

@@ -44,3 +44,12 @@ def data_mesh(devices: Sequence[jax.Device]) -> Mesh:
 def replicated(mesh: Mesh) -> NamedSharding:
     """Every device holds the whole array."""
     return NamedSharding(mesh, P())
+
+
+def local_replica(tree):
+    """This process's copy of a replicated global pytree: each leaf's first local shard.
+
+    Needs no collective, so one process may call it alone (process 0 evaluating);
+    `jax.device_put(tree, device)` would refuse a tree that spans other processes.
+    """
+    return jax.tree.map(lambda x: x.addressable_data(0), tree)

@@ -16,6 +16,7 @@ from agents import AGENTS, UnknownAgentError, config_type
 from podrl.config_json import config_from_json
 from podrl.distributed import DistributedConfig, initialize
 from podrl.errors import ConfigError, UserInputError
+from podrl.watchdog import StageTimeout, exit_now
 
 AgentChoice = Union[tuple(  # type: ignore[valid-type]
     Annotated[entry.config, tyro.conf.subcommand(name, description=entry.description)]
@@ -59,7 +60,8 @@ def run_cli(args_type: type[Args], train: Callable[[Args], object], argv: list[s
 
     A `UserInputError` (invalid config, unknown env, unsupported space, an env that
     breaks its spec, a missing extra, an unreadable checkpoint) exits 2 with its
-    one-paragraph message; the traceback only with `--debug` / `PODRL_DEBUG=1`.
+    one-paragraph message; the traceback only with `--debug` / `PODRL_DEBUG=1`. A
+    stalled stage (`StageTimeout`) exits 3 at once, naming the stage.
 
     With `--resume PATH`, every run and agent field defaults to the checkpoint's
     own value (so a bare `--resume` continues the run to its own total); flags
@@ -80,6 +82,8 @@ def run_cli(args_type: type[Args], train: Callable[[Args], object], argv: list[s
         train(args)
     except UserInputError as e:
         return report_user_error(e, debug)
+    except StageTimeout as e:
+        exit_now(e)  # a thread is still blocked in XLA: a normal exit could wait on it for ever
     return 0
 
 

@@ -22,3 +22,12 @@ def cpu_devices():
     devices = jax.devices("cpu")
     assert len(devices) == 8, f"expected the fake 8-device CPU mesh, got {len(devices)}"
     return devices
+
+
+@pytest.fixture
+def user_env() -> dict[str, str]:
+    """Environment for a subprocess run as from a user's shell: no fake device mesh, no test
+    compilation cache, this checkout importable."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_COMPILATION_CACHE_DIR")}
+    return {**env, "PYTHONPATH": root}

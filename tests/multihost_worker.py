@@ -1,7 +1,9 @@
 """One process of a multi-process test run (started by scripts/launch_local.py).
 
-Trains a small Anakin or Sebulba run and writes this process's final params and
-step counts to `<out>/p<process_id>.npz`.
+Trains an Anakin or Sebulba run with the README's multi-process settings and every
+other field at its default (evaluation included), shortened only by the number of
+updates, and writes this process's final params, step counts and last evaluation
+return to `<out>/p<process_id>.npz`.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def main() -> None:
     from agents.ppo import PPOConfig
     from podrl.config import LoggingConfig
 
-    quiet = LoggingConfig(run_dir=None, console=True)
+    logging = LoggingConfig(run_dir=None, console=True)
     if args.layout == "anakin":
         from podrl.anakin import train_anakin
 
@@ -45,28 +47,37 @@ def main() -> None:
 
         checkpoint = CheckpointConfig(directory=args.checkpoint_dir, stop_after_updates=args.stop_after,
                                       resume=args.checkpoint_dir if args.resume else None)
-        config = anakin_config(args.updates, quiet, checkpoint)
+        config = anakin_config(args.updates, logging, checkpoint)
         result = train_anakin(config, PPOConfig())
         params, local_steps, global_steps = result.state.train_state.params, 0, 0
+        final_eval = np.mean(result.final_eval_return)
     else:
-        from podrl.sebulba import SebulbaConfig, train_sebulba
+        from podrl.sebulba import train_sebulba
 
-        config = SebulbaConfig(env="jax:CartPole-v1", envs_per_thread=4, rollout_length=16,
-                               total_steps=4 * 16 * args.updates, actor_devices=(0,), learner_devices=(1,),
-                               lag="1", log_every=2, eval_episodes=0, timeout_s=60.0, logging=quiet)
-        result = train_sebulba(config, PPOConfig(num_minibatches=2))
+        result = train_sebulba(sebulba_config(args.updates, logging), PPOConfig())
         params, local_steps, global_steps = result.train_state.params, result.env_steps, result.global_env_steps
+        final_eval = np.nan if result.final_eval_return is None else result.final_eval_return
     leaves = [np.asarray(x.addressable_data(0)) for x in jax.tree.leaves(params)]
     np.savez(os.path.join(args.out, f"p{jax.process_index()}.npz"), *leaves,
-             local_steps=local_steps, global_steps=global_steps)
+             local_steps=local_steps, global_steps=global_steps, final_eval=final_eval)
 
 
 def anakin_config(updates: int, logging, checkpoint=None):
+    """The README's `train_anakin.py --num-envs 8`, `updates` updates long; defaults otherwise."""
     from podrl.config import AnakinConfig, CheckpointConfig
 
-    return AnakinConfig(env="CartPole-v1", num_envs=8, rollout_length=16, total_steps=8 * 16 * updates,
-                        updates_per_call=2, eval_every=0, eval_episodes=8, logging=logging,
-                        checkpoint=checkpoint or CheckpointConfig())
+    steps = AnakinConfig(num_envs=8).steps_per_update * updates
+    return AnakinConfig(num_envs=8, total_steps=steps, logging=logging, checkpoint=checkpoint or CheckpointConfig())
+
+
+def sebulba_config(updates: int, logging):
+    """The README's `train_sebulba.py --actor-devices 0 --learner-devices 1 --lag 1`,
+    `updates` updates long; defaults otherwise (evaluation at the end included)."""
+    from podrl.sebulba import SebulbaConfig
+
+    readme = dict(actor_devices=(0,), learner_devices=(1,), lag="1")
+    steps = SebulbaConfig(**readme).steps_per_update * updates
+    return SebulbaConfig(**readme, total_steps=steps, logging=logging)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ Every test here spawns real processes under a hard timeout.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -30,19 +31,22 @@ def launch(num_processes: int, devices: int, command: list[str], timeout: float)
                                     "--"] + command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
-def load(path: Path) -> tuple[list[np.ndarray], int, int]:
+def load(path: Path) -> tuple[list[np.ndarray], int, int, float]:
+    """`(param leaves, local env steps, global env steps, last eval return)` a worker saved."""
     data = np.load(path)
-    leaves = [data[f"arr_{i}"] for i in range(len(data.files) - 2)]
-    return leaves, int(data["local_steps"]), int(data["global_steps"])
+    leaves = [data[f"arr_{i}"] for i in range(len(data.files) - 3)]
+    return leaves, int(data["local_steps"]), int(data["global_steps"]), float(data["final_eval"])
 
 
 @pytest.mark.timeout(300)
 def test_anakin_two_processes_match_one_process_with_four_devices(tmp_path, cpu_devices):
     result = launch(2, 2, WORKER + ["--layout", "anakin", "--out", str(tmp_path)], timeout=280)
     assert result.returncode == 0, result.stdout[-4000:]
-    (p0, _, _), (p1, _, _) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
+    (p0, _, _, eval0), (p1, _, _, eval1) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
     for a, b in zip(p0, p1, strict=True):
         np.testing.assert_array_equal(a, b)  # one program, one replicated result
+    assert np.isfinite(eval0) and eval0 == eval1  # evaluation is one program over every process too
+    assert "| eval " in result.stdout
 
     sys.path.insert(0, str(ROOT / "tests"))
     from multihost_worker import anakin_config
@@ -51,7 +55,7 @@ def test_anakin_two_processes_match_one_process_with_four_devices(tmp_path, cpu_
     from podrl.config import LoggingConfig
 
     config = anakin_config(4, LoggingConfig(run_dir=None, console=False))
-    single = train_anakin(config.__class__(**{**config.__dict__, "num_devices": 4}), PPOConfig())
+    single = train_anakin(dataclasses.replace(config, num_devices=4), PPOConfig())
     reference = [np.asarray(x)[0] for x in jax.tree.leaves(single.state.train_state.params)]
     for a, b in zip(p0, reference, strict=True):
         # Same global program; only the all-reduce differs (gloo across processes vs
@@ -81,12 +85,36 @@ def test_anakin_two_processes_checkpoint_and_resume_consistently(tmp_path):
 def test_sebulba_two_processes_share_one_learner(tmp_path):
     result = launch(2, 2, WORKER + ["--layout", "sebulba", "--out", str(tmp_path), "--updates", "6"], timeout=280)
     assert result.returncode == 0, result.stdout[-4000:]
-    (p0, local0, global0), (p1, local1, global1) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
+    (p0, local0, global0, eval0), (p1, local1, global1, eval1) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
     for a, b in zip(p0, p1, strict=True):
         np.testing.assert_array_equal(a, b)
-    assert local0 == local1 == 4 * 16 * 6  # each host's own actor steps are counted...
-    assert global0 == global1 == 2 * 4 * 16 * 6  # ...and summed over hosts
+    assert local0 == local1 == 8 * 64 * 6  # each host's own actor steps are counted (default 8 envs x 64)...
+    assert global0 == global1 == 2 * 8 * 64 * 6  # ...and summed over hosts
     assert "[p0] [sebulba]" in result.stdout and "[p1] [sebulba]" not in result.stdout  # logs: process 0 only
+    assert np.isfinite(eval0) and np.isnan(eval1)  # process 0 evaluates (on its own replica), alone
+    assert "| eval " in result.stdout
+
+
+def readme_launch_commands() -> dict[str, list[str]]:
+    """The README's `launch_local.py` commands (continuation lines joined), by training script."""
+    text = (ROOT / "README.md").read_text().replace("\\\n", " ")
+    lines = [line.split() for line in text.splitlines() if line.startswith("python scripts/launch_local.py")]
+    return {next(w for w in words if w.startswith("scripts/train_")): words for words in lines}
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("script, total_steps", [
+    ("scripts/train_anakin.py", 4 * 8 * 128),  # 4 updates of --num-envs 8 x 128 steps: one call
+    ("scripts/train_sebulba.py", 4 * 8 * 64),  # 4 updates of 8 envs x 64 steps per host
+])
+def test_readme_multiprocess_command_runs_and_evaluates(tmp_path, script, total_steps):
+    """The README's CPU-pod command as written, defaults included (evaluation), only shorter."""
+    words = readme_launch_commands()[script]
+    command = [sys.executable if w == "python" else str(ROOT / w) if w.startswith("scripts/") else w for w in words]
+    command += ["--total-steps", str(total_steps), "--logging.run-dir", str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=380, cwd=ROOT)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert re.search(r"\[p0\] .*\| eval \d", result.stdout), result.stdout[-4000:]
 
 
 def _alive(pid: int) -> bool:

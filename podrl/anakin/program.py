@@ -97,7 +97,12 @@ class AnakinProgram:
             acting = reset_batch(self.training_env, self.agent, shard_env_keys)
             return AnakinState(train_state, acting, base_key(keys.run, shard)[None])
 
-        return jax.vmap(one_seed)(seeds)
+        # Seeds one after another, not vmapped: a vmapped init batches the orthogonal
+        # initializer's QR over seeds, and jaxlib 0.10.2's CPU LAPACK kernels split a batch
+        # over XLA:CPU's intra-op thread pool and block inside it, so two batched QRs running
+        # at once on a 2-thread pool wait for each other for ever (issue 8). Unbatched QRs
+        # run inline. Same values either way; init runs once, so the loop costs nothing.
+        return jax.lax.map(one_seed, seeds)
 
     def _update(self, state: AnakinState, index: Array) -> tuple[AnakinState, Metrics, EpisodeTotals]:
         rollout_key, update_key = update_keys(state.key[0], index)

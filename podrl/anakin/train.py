@@ -8,6 +8,7 @@ stop, a resume and M more equal N + M uninterrupted updates bit for bit).
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, NamedTuple
 
@@ -20,6 +21,7 @@ from podrl.config import AnakinConfig
 from podrl.errors import NonFiniteError, check_finite
 from podrl.run import RunContext
 from podrl.types import AgentConfig
+from podrl.watchdog import within
 
 
 class AnakinResult(NamedTuple):
@@ -55,8 +57,8 @@ def train_anakin(config: AnakinConfig, agent_config: AgentConfig, env: JaxEnv | 
 
 
 def _train_loop(program: AnakinProgram, config: AnakinConfig, run: RunContext) -> AnakinResult:
-    state = run.restore(program.init())
-    compile_seconds = program.compile(state)
+    state = run.restore(within("init", config.timeout_s, program.init))
+    compile_seconds = within("compile", config.timeout_s, functools.partial(program.compile, state))
     start, limit = run.start, run.limit
     run.logger.info(f"{config.env}: {config.num_seeds} seed(s) x {config.num_envs} envs on {program.num_shards} "
                     f"device(s), updates {start}..{limit} of {config.num_updates}; compiled in {compile_seconds:.1f}s")
@@ -65,7 +67,8 @@ def _train_loop(program: AnakinProgram, config: AnakinConfig, run: RunContext) -
     while first < limit:
         last = min(first + config.updates_per_call, limit)
         t0 = time.perf_counter()
-        state, metrics = program.train_call(state, first, limit)
+        state, metrics = within(f"train call (updates {first}..{last - 1})", config.timeout_s,
+                                functools.partial(program.train_call, state, first, limit))
         summary = summarize_call(metrics)  # device_get blocks until done
         train_seconds += time.perf_counter() - t0
         try:
@@ -77,7 +80,8 @@ def _train_loop(program: AnakinProgram, config: AnakinConfig, run: RunContext) -
         summary["sps"] = (last - first) * config.steps_per_update * config.num_seeds / (time.perf_counter() - t0)
         summary["updates"] = last
         if (config.eval_every and calls % config.eval_every == 0) or last in (limit, config.num_updates):
-            eval_return = program.evaluate(state, run.eval_seed(last))
+            eval_return = within(f"evaluation after update {last}", config.timeout_s,
+                                 functools.partial(program.evaluate, state, run.eval_seed(last)))
             summary["eval_return"] = eval_return
         _report(run, history, summary, last, config)
         first = last

@@ -24,6 +24,7 @@ from typing import Any
 
 import jax
 
+from podrl.mesh import local_replica
 from podrl.sebulba.stopping import StopSignal
 
 
@@ -42,7 +43,7 @@ class ParamsSource:
     def publish(self, params: Any, version: int) -> None:
         """Makes `params` version `version` (ready and on every actor device) available."""
         params = jax.block_until_ready(params)
-        local = jax.tree.map(lambda x: x.addressable_data(0), params)  # this process's replica
+        local = local_replica(params)
         copies = [jax.device_put(local, device) for device in self.actor_devices]
         keep_from = version - (self.lag or 0)
         with self._cond:

@@ -24,7 +24,7 @@ from envs.host import HostVectorEnv
 from envs.types import EnvSpec
 from podrl.evaluation import evaluate_host_greedy
 from podrl.keys import base_key, env_keys, host_env_seed, seed_keys, step_keys
-from podrl.mesh import data_mesh, replicated
+from podrl.mesh import data_mesh, local_replica, replicated
 from podrl.parallel import DATA_AXIS
 from podrl.sebulba.actor import ActorThread, make_act_step
 from podrl.sebulba.config import SebulbaConfig
@@ -102,7 +102,7 @@ def build_actors(config: SebulbaConfig, agent_config: AgentConfig, env_factory, 
         act_step = make_act_step(agent)
         compile_start = time.perf_counter()
         example = None
-        local_params = jax.tree.map(lambda x: x.addressable_data(0), train_state.params)
+        local_params = local_replica(train_state.params)
         for device in actor_devices:  # compile inference for every actor device, in this thread
             example = _warm_up(agent, act_step, local_params, firsts[0], device, config.rollout_length)
         act_seconds = time.perf_counter() - compile_start
@@ -141,14 +141,17 @@ def _warm_up(agent: Agent, act_step, params, first, device, length: int) -> Traj
 
 
 def _evaluator(config: SebulbaConfig, env_factory, agent: Agent, device, envs: list) -> Callable[[Any, int], float]:
-    """`evaluate(params, seed) -> mean greedy return` on its own env batch (built on first use)."""
+    """`evaluate(params, seed) -> mean greedy return` on its own env batch (built on first use).
+
+    `params` are the learner's replicated global params; only this process's replica is
+    used, so evaluating on one process alone involves no collective."""
     holder: list[HostVectorEnv] = []
 
     def evaluate(params, seed: int) -> float:
         if not holder:
             holder.append(_make_env(config, env_factory, -1, config.eval_episodes))
             envs.append(holder[0])  # closed with the others
-        result = evaluate_host_greedy(agent, jax.device_put(params, device), holder[0],
+        result = evaluate_host_greedy(agent, jax.device_put(local_replica(params), device), holder[0],
                                       seed=seed, max_steps=config.eval_max_steps)
         return float(np.mean(result.returns))
 
