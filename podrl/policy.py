@@ -84,7 +84,8 @@ def load_policy(config: dict[str, Any], checkpointer, step: int, trained_spec: A
         num_seeds = int(config["run"].get("num_seeds", 1))
         if not 0 <= seed_index < num_seeds:
             raise PolicyError(f"--seed-index {seed_index} is out of range: the run trained {num_seeds} seed(s)")
-        like = jax.vmap(lambda k: agent.init(k, trained_spec).params)(jax.random.split(key, num_seeds))
+        # lax.map, not vmap: a batched QR (orthogonal init) can deadlock jaxlib 0.10.2's CPU pool
+        like = jax.lax.map(lambda k: agent.init(k, trained_spec).params, jax.random.split(key, num_seeds))
         params = _restore_params(checkpointer, step, like)
         return agent, jax.tree.map(lambda x: x[seed_index], params)
     return agent, _restore_params(checkpointer, step, agent.init(key, trained_spec).params)
