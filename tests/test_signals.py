@@ -4,7 +4,7 @@ tests/test_checkpoint.py covers SIGTERM in Anakin; these cover SIGINT in both
 layouts and SIGTERM in Sebulba. The signal goes to the training process after its
 first progress line (the training loop, not compilation, is running). The resume
 passes the original run's flags again (plus `--resume` and a checkpoint-only
-`--checkpoint.stop-after-updates`, a field that may change on resume) and must
+`--checkpoint.stop-after-updates 2`: two more updates, a field that may change on resume) and must
 start at the saved update and write its own checkpoint into the same folder.
 """
 
@@ -86,9 +86,9 @@ def test_signal_stops_with_a_checkpoint_that_resumes(tmp_path, layout, sig):
     assert step is not None and step > 0, text[-3000:]  # stopped after at least one update, saved
     assert step < 1000, step  # by the signal, nowhere near the end
 
-    target = step + 2
+    target = step + 2  # stop_after_updates counts the updates of this job, from where it resumes
     resumed = subprocess.run(command(layout, tmp_path, "r2", "--resume", str(tmp_path / "r"),
-                                     "--checkpoint.stop-after-updates", str(target)),
+                                     "--checkpoint.stop-after-updates", "2"),
                              capture_output=True, text=True, timeout=200, cwd=ROOT, env=environment())
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
     assert f"updates {step}..{target}" in resumed.stdout, resumed.stdout[-2000:]
