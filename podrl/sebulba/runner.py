@@ -62,12 +62,23 @@ def train_sebulba(config: SebulbaConfig, agent_config: AgentConfig, env_factory=
                 _shut_down(setup, config.timeout_s)
 
 
+JOIN_GRACE_S = 1.0
+"""How long the learner waits, in all, for stopped actor threads to finish (they wake within a 0.05 s poll slice)."""
+
+
 def _shut_down(setup: ActorSetup, timeout: float) -> None:
-    """Stops and joins every actor thread, closes every env."""
+    """Stops and joins every actor thread, closes every env.
+
+    Healthy threads see the stop signal within a poll slice; a thread stuck in its
+    env (the usual reason a run stops on a timeout) never will, so the joins share
+    one short deadline instead of waiting `timeout` for it: the error reaches the
+    user at once and the stuck daemon thread dies with the process.
+    """
     setup.stop.stop()
+    deadline = time.monotonic() + min(timeout, JOIN_GRACE_S)
     for thread in setup.threads:
         if thread.is_alive():
-            thread.join(timeout=timeout)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
     for env in setup.envs:
         env.close()
 
