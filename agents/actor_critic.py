@@ -3,7 +3,8 @@
 An agent module supplies only what is its own: `make_optimizer(config,
 total_updates)`, `make_loss_fn(config, network)` and `update(parts, train_state,
 trajectory [T, B], key)`; `actor_critic_agent` builds the `podrl.types.Agent`
-around them, with the `ActorCritic` network of `agents.networks`, no actor state
+around them, with the `ActorCritic` network of `agents.networks` (the config's `torso`,
+`shared_torso`, `hidden_sizes`, `activation`), no actor state
 and `act` extras "log_prob" `[B]` and "value" `[B]`. `sgd_step` and
 `finish_update` are the first and last pieces of an `update`.
 """
@@ -32,6 +33,8 @@ class ActorCriticConfig(Protocol):
 
     hidden_sizes: Sequence[int]
     activation: str
+    torso: str
+    shared_torso: bool | None
 
     def num_optimizer_steps(self, total_updates: int) -> int: ...
 
@@ -97,7 +100,9 @@ def actor_critic_agent(
 ) -> Agent:
     """The `Agent` whose `update` is `update(parts, ...)`; `total_updates` calls of it make the run."""
     total_updates = check_total_updates(total_updates)
-    network = make_network(env_spec, config.hidden_sizes, config.activation)
+    # The env spec first meets the config here: ConfigError("torso") for a torso that cannot
+    # read these observations, before anything is traced or compiled.
+    network = make_network(env_spec, config.hidden_sizes, config.activation, config.torso, config.shared_torso)
     optimizer, schedule = make_optimizer(config, total_updates, count_params(network, env_spec))
     loss_fn = make_loss_fn(config, network)
     parts = Parts(

@@ -1,19 +1,50 @@
-"""Validation shared by the agent configs (`PPOConfig`, `ImpalaConfig`); imports no JAX."""
+"""Config pieces shared by the actor-critic agent configs (`PPOConfig`, `ImpalaConfig`); imports no JAX.
+
+`NetworkConfig` is the mixin dataclass holding the network fields both configs inherit
+(declared and documented once, here); `check_network_fields` validates them.
+"""
 
 from __future__ import annotations
+
+import dataclasses
 
 from podrl.errors import ConfigError, is_int
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
-"""Names accepted by an agent config's `activation` (functions in `jax.nn`, see `agents.networks`)."""
+"""Names accepted by an agent config's `activation` (functions in `jax.nn`, see `agents.torsos`)."""
+
+TORSOS = ("mlp", "nature_cnn", "impala_resnet", "minatar_cnn")
+"""Names accepted by an agent config's `torso` (modules in `agents.torsos`)."""
+
+PIXEL_TORSOS = ("nature_cnn", "impala_resnet", "minatar_cnn")
+"""The image (CNN) torsos; they share one torso between policy and value by default."""
 
 
-def check_network_fields(config: object) -> None:
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    """The actor-critic network: a torso (`agents.torsos`) and policy / value heads (`agents.networks`)."""
+
+    torso: str = "mlp"
+    """Observation encoder: mlp, nature_cnn (Atari, Mnih et al. 2015), impala_resnet (Espeholt et al. 2018) or minatar_cnn (Young & Tian 2019); CNNs scale uint8 pixels to [0, 1] inside the network."""
+    shared_torso: bool | None = None
+    """One torso feeding both the policy and the value head (True) or one torso each (False); default: shared for the CNN torsos, separate for mlp."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Hidden layer widths of the mlp torso (both the actor and the critic MLP when separate); the CNN torsos ignore it."""
+    activation: str = "tanh"
+    """Hidden activation of the mlp torso: one of tanh, relu, gelu, silu, elu (the CNN torsos use ReLU)."""
+
+
+def check_network_fields(config: NetworkConfig) -> None:
     """Raises ConfigError unless `config.hidden_sizes` is a tuple or list of positive ints
-    (stored back on the frozen dataclass as a tuple) and `config.activation` is in ACTIVATIONS."""
+    (stored back on the frozen dataclass as a tuple), `config.activation` is in ACTIVATIONS,
+    `config.torso` in TORSOS and `config.shared_torso` None, True or False."""
     sizes = config.hidden_sizes
     if not isinstance(sizes, (tuple, list)) or not all(is_int(s) and s > 0 for s in sizes):
         raise ConfigError("hidden_sizes", f"must be a tuple of positive ints, got {sizes!r}")
     object.__setattr__(config, "hidden_sizes", tuple(sizes))
     if config.activation not in ACTIVATIONS:
         raise ConfigError("activation", f"must be one of {ACTIVATIONS}, got {config.activation!r}")
+    if config.torso not in TORSOS:
+        raise ConfigError("torso", f"must be one of {TORSOS}, got {config.torso!r}")
+    if config.shared_torso is not None and not isinstance(config.shared_torso, bool):
+        raise ConfigError("shared_torso", f"must be True, False or None, got {config.shared_torso!r}")

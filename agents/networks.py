@@ -1,7 +1,9 @@
-"""Actor-critic networks and action distributions shared by all agents (PPO, IMPALA).
+"""Actor-critic networks (heads over `agents.torsos`) and action distributions shared by all
+agents (PPO, IMPALA).
 
-`ActorCritic` holds two separate MLPs (CleanRL / PureJaxRL layout): the actor
-maps observations to distribution parameters, the critic to a scalar value.
+`ActorCritic` maps observations through a torso to distribution parameters (the policy
+head) and a scalar value (the value head), with one shared torso or separate actor and
+critic torsos (the CleanRL / PureJaxRL MLP layout, the default for `mlp`).
 Distributions are plain arrays plus pure functions (no distrax):
 
 - categorical: `dist_params` is `logits [..., num_actions]`, actions int32 `[...]`;
@@ -12,6 +14,7 @@ Distributions are plain arrays plus pure functions (no distrax):
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -20,6 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from agents.config_checks import PIXEL_TORSOS
+from agents.torsos import check_torso, flatten_obs, make_torso, mlp_layers
 from envs.types import EnvSpec
 
 Array = jax.Array
@@ -109,36 +114,41 @@ def action_distribution(discrete: bool) -> ActionDistribution:
 
 # -------------------------------------------------------------------- networks
 
-_ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
-    "tanh": jnp.tanh,
-    "relu": jax.nn.relu,
-    "gelu": jax.nn.gelu,
-    "silu": jax.nn.silu,
-    "elu": jax.nn.elu,
-}
 
+class Tower(nn.Module):
+    """A torso and a linear head: `[..., *obs_shape]` -> `[..., output_size]` (one of the
+    separate actor / critic networks).
 
-class MLP(nn.Module):
-    """Dense layers with orthogonal init: sqrt(2) gain hidden, `head_gain` on the output."""
+    For the `mlp` torso the layers are created inline (`Dense_0`, ..., `Dense_n` the head),
+    exactly the parameter tree, names and initial values of the original `MLP` class; other
+    torsos are a `torso` submodule followed by the head `Dense_0`. Orthogonal init, gain
+    `head_gain` on the head.
+    """
 
-    hidden_sizes: Sequence[int]
+    obs_shape: tuple[int, ...]
     output_size: int
     head_gain: float
+    torso: str = "mlp"
+    hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
-        act = _ACTIVATIONS[self.activation]
-        for size in self.hidden_sizes:
-            x = nn.Dense(size, kernel_init=nn.initializers.orthogonal(math.sqrt(2.0)))(x)
-            x = act(x)
+        if self.torso == "mlp":
+            x = mlp_layers(flatten_obs(x, self.obs_shape), self.hidden_sizes, self.activation)
+        else:
+            x = make_torso(self.torso, self.obs_shape, self.hidden_sizes, self.activation, name="torso")(x)
         return nn.Dense(self.output_size, kernel_init=nn.initializers.orthogonal(self.head_gain))(x)
 
 
 class ActorCritic(nn.Module):
-    """Separate actor and critic MLPs over observations `[..., *obs_shape]`.
+    """Policy and value over observations `[..., *obs_shape]`, from a torso (`agents.torsos`).
 
-    `__call__` returns `(dist_params, value [...])`; `value` runs the critic only.
+    `__call__` returns `(dist_params, value [...])`; `value` computes the value only. With
+    `shared_torso` one torso (params `torso`) feeds the `policy_head` and the `value_head`;
+    otherwise the `actor` and the `critic` are separate `Tower`s (the CleanRL / PureJaxRL
+    layout, and for `mlp` the original parameter tree). Policy head gain 0.01, value head 1.0;
+    a Gaussian policy adds the state-independent `log_std [*action_shape]`.
     """
 
     obs_shape: tuple[int, ...]
@@ -147,35 +157,52 @@ class ActorCritic(nn.Module):
     discrete: bool
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
+    torso: str = "mlp"
+    shared_torso: bool = False
 
     def setup(self) -> None:
-        self.actor = MLP(self.hidden_sizes, self.num_actions, 0.01, self.activation)
-        self.critic = MLP(self.hidden_sizes, 1, 1.0, self.activation)
+        if self.shared_torso:
+            self.torso_net = make_torso(self.torso, self.obs_shape, self.hidden_sizes, self.activation, name="torso")
+            self.policy_head = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))
+            self.value_head = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
+        else:
+            tower = functools.partial(Tower, self.obs_shape, torso=self.torso,
+                                      hidden_sizes=self.hidden_sizes, activation=self.activation)
+            self.actor = tower(self.num_actions, 0.01)
+            self.critic = tower(1, 1.0)
         if not self.discrete:
             self.log_std = self.param("log_std", nn.initializers.zeros, self.action_shape)
 
-    def _features(self, observation: Array) -> Array:
-        batch_shape = observation.shape[: observation.ndim - len(self.obs_shape)]
-        return observation.reshape(batch_shape + (-1,)).astype(jnp.float32)
-
     def __call__(self, observation: Array) -> tuple[DistParams, Array]:
-        x = self._features(observation)
-        out = self.actor(x)
-        value = self.critic(x)[..., 0]
+        if self.shared_torso:
+            features = self.torso_net(observation)
+            out, value = self.policy_head(features), self.value_head(features)[..., 0]
+        else:
+            out, value = self.actor(observation), self.critic(observation)[..., 0]
         if self.discrete:
             return out, value
         mean = out.reshape(out.shape[:-1] + tuple(self.action_shape))
         return (mean, self.log_std), value
 
     def value(self, observation: Array) -> Array:
-        return self.critic(self._features(observation))[..., 0]
+        if self.shared_torso:
+            return self.value_head(self.torso_net(observation))[..., 0]
+        return self.critic(observation)[..., 0]
 
 
-def make_network(env_spec: EnvSpec, hidden_sizes: Sequence[int], activation: str) -> ActorCritic:
-    """The `ActorCritic` for `env_spec`'s observation and action specs."""
-    obs_shape = tuple(env_spec.observation.shape)
+def make_network(env_spec: EnvSpec, hidden_sizes: Sequence[int], activation: str,
+                 torso: str = "mlp", shared_torso: bool | None = None) -> ActorCritic:
+    """The `ActorCritic` for `env_spec`'s observation and action specs.
+
+    `shared_torso=None` shares the torso for the CNN torsos and not for `mlp`. ConfigError
+    ("torso") if the torso cannot read `env_spec`'s observations (`agents.torsos.check_torso`).
+    """
+    obs_shape = tuple(int(d) for d in env_spec.observation.shape)
+    check_torso(torso, obs_shape)
+    shared = torso in PIXEL_TORSOS if shared_torso is None else bool(shared_torso)
+    net = functools.partial(ActorCritic, hidden_sizes=tuple(hidden_sizes), activation=activation,
+                            torso=torso, shared_torso=shared)
     if env_spec.discrete:
-        return ActorCritic(obs_shape, (), int(env_spec.action.num_values), True, tuple(hidden_sizes), activation)
+        return net(obs_shape, (), int(env_spec.action.num_values), True)
     action_shape = tuple(env_spec.action.shape)
-    num = int(np.prod(action_shape, dtype=np.int64))
-    return ActorCritic(obs_shape, action_shape, num, False, tuple(hidden_sizes), activation)
+    return net(obs_shape, action_shape, int(np.prod(action_shape, dtype=np.int64)), False)

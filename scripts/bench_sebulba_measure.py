@@ -83,7 +83,9 @@ def measure_sebulba(m: Measurement) -> dict[str, Any]:
         rollout_length=m.rollout_length, lag=m.lag, eval_episodes=0, log_every=max(1, num_updates // 10),
         logging=LoggingConfig(run_dir=None, console=False),
     )
-    agent_config = PPOConfig(num_minibatches=m.num_minibatches, num_epochs=m.num_epochs)
+    # Atari frames need a CNN torso (an mlp on [4, 84, 84] is a ConfigError since issue 11's torsos).
+    torso = "nature_cnn" if m.env.startswith("ale:") else "mlp"
+    agent_config = PPOConfig(num_minibatches=m.num_minibatches, num_epochs=m.num_epochs, torso=torso)
     start = time.perf_counter()
     with CpuSampler() as cpu:
         result = train_sebulba(config, agent_config)

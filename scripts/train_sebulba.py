@@ -2,7 +2,7 @@
 
 Examples:
   python scripts/train_sebulba.py --cpu-devices 3                          # PPO, gymnasium CartPole-v1
-  python scripts/train_sebulba.py --env ale:Pong --envs-per-thread 16 --lag 1 agent:impala
+  python scripts/train_sebulba.py --env ale:Pong --envs-per-thread 16 --lag 1 agent:impala --agent.torso nature_cnn
   python scripts/train_sebulba.py --env jax:Acrobot-v1 --threads-per-actor-device 2
   python scripts/train_sebulba.py --env dm_env:my_pkg.envs:make_env       # a dm_env.Environment factory
   python scripts/train_sebulba.py --env my_pkg.envs:make_env              # gymnasium / dm_env / vector env factory

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from agents.config_checks import check_network_fields
+from agents.config_checks import NetworkConfig, check_network_fields
 from podrl.errors import ConfigError, require_int, require_number
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ OPTIMIZERS = ("adam", "rmsprop")
 
 
 @dataclasses.dataclass(frozen=True)
-class ImpalaConfig:
+class ImpalaConfig(NetworkConfig):
     """IMPALA (Espeholt et al. 2018, arXiv:1802.01561): actor-critic with V-trace off-policy correction."""
 
     learning_rate: float = 1e-3
@@ -55,10 +55,6 @@ class ImpalaConfig:
     """Weight of the entropy bonus."""
     max_grad_norm: float = 0.5
     """Clip gradients to this global norm before the optimizer (the paper uses 40 with summed losses)."""
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    """Hidden layer widths of both the actor and the critic MLP."""
-    activation: str = "tanh"
-    """Hidden activation: one of tanh, relu, gelu, silu, elu."""
     reward_scale: float = 0.1
     """Rewards are multiplied by this before V-trace (keeps value targets O(10) for +1-per-step envs)."""
     num_minibatches: int = 1

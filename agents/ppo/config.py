@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from agents.config_checks import check_network_fields
+from agents.config_checks import NetworkConfig, check_network_fields
 from podrl.errors import ConfigError, require_int, require_number
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig:
+class PPOConfig(NetworkConfig):
     """Proximal Policy Optimization (Schulman et al. 2017, arXiv:1707.06347) with GAE.
 
     `clip_value_loss` defaults to True to match the reference implementations
@@ -50,10 +50,6 @@ class PPOConfig:
     """Weight of the entropy bonus."""
     max_grad_norm: float = 0.5
     """Clip gradients to this global norm before Adam."""
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    """Hidden layer widths of both the actor and the critic MLP."""
-    activation: str = "tanh"
-    """Hidden activation: one of tanh, relu, gelu, silu, elu."""
     normalize_advantages: bool = True
     """Standardize advantages within each minibatch (per learner shard)."""
     reward_scale: float = 1.0
