@@ -10,7 +10,6 @@ import pytest
 from dm_env import specs
 
 from agents.ppo import PPOConfig
-from agents.ppo import config as config_module
 from envs.types import EnvSpec
 from podrl.errors import ConfigError
 
@@ -63,13 +62,17 @@ def test_check_batch():
 
 
 def test_every_field_has_a_docstring_for_tyro():
-    tree = ast.parse(inspect.getsource(config_module))
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "PPOConfig")
+    """Also the fields PPOConfig inherits (agents.config_checks.NetworkConfig)."""
     documented = set()
-    for node, nxt in zip(cls.body, cls.body[1:]):
-        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
-            assert isinstance(nxt.value.value, str) and nxt.value.value.strip()
-            documented.add(node.target.id)
+    for base in PPOConfig.__mro__:
+        if not dataclasses.is_dataclass(base):
+            continue
+        tree = ast.parse(inspect.getsource(inspect.getmodule(base)))
+        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == base.__name__)
+        for node, nxt in zip(cls.body, cls.body[1:]):
+            if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
+                assert isinstance(nxt.value.value, str) and nxt.value.value.strip()
+                documented.add(node.target.id)
     assert documented == {f.name for f in dataclasses.fields(PPOConfig)}
 
 
