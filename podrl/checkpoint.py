@@ -167,8 +167,16 @@ class Checkpointer:
         self.manager.close()
 
 
-def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """Dotted names (with both values) of the fields that differ, safe run fields aside."""
+def config_differences(saved: dict[str, Any], current: dict[str, Any],
+                       defaults: dict[str, Any] | None = None) -> list[str]:
+    """Dotted names (with both values) of the fields that differ, safe run fields aside.
+
+    A field the checkpoint does not have (added to the code after it was written)
+    counts as saved with its value in `defaults` (a resolved config of default
+    configs), which is how the older code behaved.
+    """
+    if defaults is not None:
+        saved = _with_missing(saved, defaults)
 
     def strip(config: dict[str, Any]) -> dict[str, Any]:
         run = {k: v for k, v in config.get("run", {}).items() if k not in SAFE_TO_CHANGE}
@@ -188,6 +196,17 @@ def _differences(saved: dict[str, Any], current: dict[str, Any], prefix: str) ->
     return diffs
 
 
+def _with_missing(saved: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """`saved` with the keys only `defaults` has added (recursively)."""
+    out = dict(saved)
+    for key, value in defaults.items():
+        if key not in out:
+            out[key] = value
+        elif isinstance(out[key], dict) and isinstance(value, dict):
+            out[key] = _with_missing(out[key], value)
+    return out
+
+
 def _normalise(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_normalise(v) for v in value]
@@ -196,9 +215,9 @@ def _normalise(value: Any) -> Any:
     return value
 
 
-def check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
+def check_resumable(saved: dict[str, Any], current: dict[str, Any], defaults: dict[str, Any] | None = None) -> None:
     """Refuses a resume whose config differs from the checkpoint's, naming every field."""
-    diffs = config_differences(saved, current)
+    diffs = config_differences(saved, current, defaults)
     if diffs:
         raise ConfigError("resume", "the checkpoint was written by a different config; differing fields: "
                           + "; ".join(diffs) + f". Only {sorted(SAFE_TO_CHANGE)} may change on resume.")
@@ -212,8 +231,10 @@ class ResumePoint(NamedTuple):
     config: dict[str, Any]  # the resolved config saved with it
 
 
-def find_resume_point(settings: CheckpointConfig, config: dict[str, Any]) -> ResumePoint | None:
-    """Opens `settings.resume` (None when not resuming) and refuses a differing config, naming the fields."""
+def find_resume_point(settings: CheckpointConfig, config: dict[str, Any],
+                      defaults: dict[str, Any] | None = None) -> ResumePoint | None:
+    """Opens `settings.resume` (None when not resuming) and refuses a differing config, naming the fields
+    (`defaults`: see `config_differences`)."""
     if settings.resume is None:
         return None
     directory = resume_dir(settings.resume)
@@ -223,7 +244,7 @@ def find_resume_point(settings: CheckpointConfig, config: dict[str, Any]) -> Res
         saved = source.read_config(step)
     finally:
         source.close()
-    check_resumable(saved, config)
+    check_resumable(saved, config, defaults)
     return ResumePoint(directory, step, saved)
 
 
