@@ -194,7 +194,8 @@ def main() -> int:
     parser.add_argument("--only", help="run only commands matching this regex")
     parser.add_argument("--list", action="store_true", help="print the commands and exit")
     parser.add_argument("--scale", type=int, default=100, help="divide step counts by this")
-    parser.add_argument("--default-steps", type=int, default=20_000, help="total steps of commands that give none")
+    parser.add_argument("--default-steps", type=int, default=2048,
+                        help="total steps of commands that give none (and the floor of shortened totals)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per command")
     parser.add_argument("--keep", help="run in this folder (kept) instead of a temporary one")
     parser.add_argument("--json", help="also write the summary to this file")

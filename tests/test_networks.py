@@ -199,8 +199,9 @@ def test_default_mlp_is_bit_identical_to_the_old_actor_critic(spec, hidden, act,
     out, old_out = new.apply(params, obs), old.apply(old_params, obs)
     for a, b in zip(jax.tree.leaves(out), jax.tree.leaves(old_out), strict=True):
         np.testing.assert_array_equal(a, b)
-    # Pinned from the code at e69218d on this project's CPU machine (jax 0.10.2).
-    if jax.default_backend() == "cpu":
+    # Pinned from the code at e69218d on this project's CPU machine (jax 0.10.2); other jax
+    # versions may draw other initial values (the comparison above holds on every version).
+    if jax.default_backend() == "cpu" and jax.__version__.startswith("0.10."):
         assert (_digest(params), _digest(out)) == digests
 
 
