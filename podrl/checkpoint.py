@@ -258,7 +258,7 @@ class RunCheckpoints:
 
     def __init__(self, settings: CheckpointConfig, run_dir: str | None, config: dict[str, Any],
                  resume: ResumePoint | None = None):
-        self.settings, self.config, self.resume = settings, config, resume
+        self.config, self.resume = config, resume
         if resume is not None and settings.directory is None:
             directory = resume.directory  # one lineage: keep writing where the run left off
         elif jax.process_count() > 1 and settings.directory is None:

@@ -51,8 +51,10 @@ class RunContext:
         self.config = config
         layout = config.layout
         resolved = resolved_config(layout, config, agent_config)
-        defaults = resolved_config(layout, type(config)(), type(agent_config)())  # for fields newer than a checkpoint
-        resume = find_resume_point(config.checkpoint, resolved, defaults)
+        resume = None
+        if config.checkpoint.resume is not None:  # fields newer than the checkpoint count as their defaults
+            defaults = resolved_config(layout, type(config)(), type(agent_config)())
+            resume = find_resume_point(config.checkpoint, resolved, defaults)
         self.start = resume.update if resume is not None else 0
         _check_total(config, self.start)
         stop_after = config.checkpoint.stop_after_updates
