@@ -8,11 +8,12 @@ import os
 import sys
 import traceback
 import typing
-from typing import Annotated, Callable, Sequence, TypeVar, Union
+from typing import Annotated, Callable, Literal, Sequence, TypeVar, Union
 
 import tyro
 
 from agents import AGENTS, UnknownAgentError, config_from_saved
+from podrl import presets
 from podrl.config_json import config_from_json
 from podrl.distributed import DistributedConfig, initialize
 from podrl.errors import ConfigError, UserInputError
@@ -31,6 +32,9 @@ def default_agent():
 
 
 Args = TypeVar("Args")
+
+PresetName = Literal[tuple(presets.PRESETS)]  # type: ignore[valid-type]
+"""`--preset NAME`: one of `podrl.presets.PRESETS`."""
 
 Distributed = Annotated[DistributedConfig, tyro.conf.arg(name="")]
 """Flattened multi-process flags: --coordinator, --num-processes, --process-id, --distributed-auto."""
@@ -55,8 +59,27 @@ def report_user_error(error: UserInputError, debug: bool) -> int:
     return 2
 
 
+def preset_flag(argv: Sequence[str]) -> str | None:
+    """The NAME of `--preset NAME` / `--preset=NAME` in `argv` (the last one wins), else None."""
+    name = None
+    for i, arg in enumerate(argv):
+        if arg == "--preset" and i + 1 < len(argv):
+            name = argv[i + 1]
+        elif arg.startswith("--preset="):
+            name = arg.partition("=")[2]
+    return name
+
+
+def _layout(args_type: type) -> str:
+    run_type = typing.get_type_hints(args_type, include_extras=False)["run"]
+    return run_type.layout
+
+
 def run_cli(args_type: type[Args], train: Callable[[Args], object], argv: list[str] | None = None) -> int:
     """Parses `args_type` with tyro and calls `train`.
+
+    With `--preset NAME`, the preset's run and agent fields (`podrl.presets`) are the
+    defaults that the other flags override.
 
     A `UserInputError` (invalid config, unknown env, unsupported space, an env that
     breaks its spec, a missing extra, an unreadable checkpoint) exits 2 with its
@@ -69,16 +92,22 @@ def run_cli(args_type: type[Args], train: Callable[[Args], object], argv: list[s
     """
     sys.path.insert(0, os.getcwd())  # `--env my_pkg.my_env:MyEnv` resolves from the working directory
     debug, argv = debug_requested(sys.argv[1:] if argv is None else argv)
+    description = f"{inspect.getdoc(args_type)}\n\n{presets.help_text(_layout(args_type))}\n\n{DEBUG_HELP}"
     try:
-        args = tyro.cli(args_type, args=argv, description=f"{inspect.getdoc(args_type)}\n\n{DEBUG_HELP}")
+        name = preset_flag(argv)
+        default = presets.preset_args(args_type, presets.get(name)) if name in presets.PRESETS else None
+        args = tyro.cli(args_type, args=argv, default=default, description=description)
         import jax
 
         if args.cpu_devices is not None:
             jax.config.update("jax_num_cpu_devices", args.cpu_devices)
         initialize(args.distributed)
         if args.run.checkpoint.resume is not None:  # again, now with the checkpoint's values as defaults
+            if args.preset is not None:
+                raise ConfigError("preset", "a resumed run keeps its checkpoint's config; drop --preset "
+                                            "(flags given with --resume still override single fields)")
             args = tyro.cli(args_type, args=argv, default=resume_defaults(args_type, args.run.checkpoint.resume),
-                            description=f"{inspect.getdoc(args_type)}\n\n{DEBUG_HELP}")
+                            description=description)
         train(args)
     except UserInputError as e:
         return report_user_error(e, debug)

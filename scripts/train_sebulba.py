@@ -16,7 +16,7 @@ from typing import Annotated
 
 import tyro
 
-from cli_common import AgentChoice, Distributed, default_agent, run_cli
+from cli_common import AgentChoice, Distributed, PresetName, default_agent, run_cli
 from podrl.distributed import DistributedConfig
 from podrl.sebulba.config import SebulbaConfig
 
@@ -30,6 +30,8 @@ class TrainSebulbaArgs:
     """The agent and its hyperparameters."""
     distributed: Distributed = dataclasses.field(default_factory=DistributedConfig)
     """Multi-process (multi-host) settings; defaults run one process."""
+    preset: PresetName | None = None
+    """Start from a named config with known-good hyperparameters (listed above); other flags override its fields."""
     cpu_devices: int | None = None
     """On CPU, split the host into this many JAX devices (actors on --actor-devices, learners on the rest)."""
 
