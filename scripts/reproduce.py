@@ -27,8 +27,10 @@ import os
 import platform
 import re
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -93,15 +95,26 @@ def train_commands(preset: presets.Preset, env: str, seeds: int, total_steps: in
     return [base + ["--seed", str(i), "--logging.run-name", f"{slug(env)}__seed{i}"] + extra for i in range(seeds)]
 
 
-def run(command: list[str], log: Path) -> None:
-    """Runs `command` from the repo root, its output shown and appended to `log`; exits on failure."""
+def run(command: list[str], log: Path, stop_after_s: float | None = None) -> None:
+    """Runs `command` from the repo root, its output shown and appended to `log`; exits on failure.
+
+    With `stop_after_s`, the run gets SIGINT after that many seconds: it stops at its next
+    update, checkpoints and exits like a finished run (a wall-clock budget).
+    """
     print("$ " + shlex.join(command[1:]), flush=True)
     with log.open("a") as out:
         out.write("$ " + shlex.join(command[1:]) + "\n")
         proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for line in proc.stdout:  # type: ignore[union-attr]
-            sys.stdout.write(line)
-            out.write(line)
+        timer = threading.Timer(stop_after_s, proc.send_signal, (signal.SIGINT,)) if stop_after_s else None
+        if timer is not None:
+            timer.start()
+        try:
+            for line in proc.stdout:  # type: ignore[union-attr]
+                sys.stdout.write(line)
+                out.write(line)
+        finally:
+            if timer is not None:
+                timer.cancel()
         if proc.wait() != 0:
             raise SystemExit(f"error: the command exited with status {proc.returncode}; see {log}")
 
@@ -175,7 +188,8 @@ def plot_env(result: EnvResult, curve: Series, anchor: presets.Anchor | None, pa
     plt.close(fig)
 
 
-def report(preset: presets.Preset, results: list[EnvResult], out: Path, argv: list[str], where: str) -> str:
+def report(preset: presets.Preset, results: list[EnvResult], argv: list[str], where: str,
+           stop_after_s: float | None) -> str:
     """The markdown report."""
     lines = [
         f"# {preset.name}: {preset.summary}", "",
@@ -196,6 +210,9 @@ def report(preset: presets.Preset, results: list[EnvResult], out: Path, argv: li
     sources = sorted({preset.anchors[r.env].source for r in results if r.env in preset.anchors})
     if sources:
         lines += ["", "Published figures: " + "; ".join(sources) + "."]
+    if stop_after_s:
+        lines += ["", f"Each run was stopped after {stop_after_s:g} s of wall time (`--stop-after-s`), so the env "
+                      "steps above are what that budget allowed, not the preset's total."]
     lines += [""] + [f"![{r.env}]({slug(r.env)}.png)" for r in results]
     lines += ["", "Commands run (from the repository root):", "", "```bash"]
     lines += [c for r in results for c in r.commands] + ["```", ""]
@@ -211,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3, help="seeds per env (default 3)")
     parser.add_argument("--total-steps", type=int, default=None, help="override the preset's budget")
     parser.add_argument("--out", type=Path, default=None, help="report folder (default docs/results/<preset>)")
+    parser.add_argument("--stop-after-s", type=float, default=None,
+                        help="stop each training run after this many seconds (SIGINT: it checkpoints and ends)")
     parser.add_argument("--runs-dir", type=Path, default=Path("runs/reproduce"), help="run folders")
     args = parser.parse_args(own)
     if args.seeds < 1:
@@ -225,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         commands = train_commands(preset, env, args.seeds, args.total_steps, runs_dir, extra)
         start = time.perf_counter()
         for command in commands:
-            run(command, out / "train.log")
+            run(command, out / "train.log", args.stop_after_s)
         wall = time.perf_counter() - start
         names = [c[c.index("--logging.run-name") + 1] for c in commands]
         seed_runs = [read_records(runs_dir / name) for name in names]
@@ -244,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[reproduce] {env}: final return {spread(result.final_return)}, eval {spread(result.eval_return)}, "
               f"{wall / 60:.1f} min", flush=True)
     (out / "results.json").write_text(json.dumps([r._asdict() for r in results], indent=1) + "\n")
-    (out / "README.md").write_text(report(preset, results, out, argv, machine()))
+    (out / "README.md").write_text(report(preset, results, argv, machine(), args.stop_after_s))
     print(f"[reproduce] report: {out / 'README.md'}")
     return 0
 
