@@ -73,13 +73,13 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    try:
-        import jax
-
-        devices = jax.devices()
-        accel = f"jax {jax.__version__}, {len(devices)} x {devices[0].device_kind} ({devices[0].platform})"
-    except Exception as e:  # noqa: BLE001 (the report still gets written)
-        accel = f"jax unavailable ({e})"
+    probe = ("import jax; d = jax.devices(); "
+             "print(f'jax {jax.__version__}, {len(d)} x {d[0].device_kind} ({d[0].platform})')")
+    try:  # in a child process, so this one never holds an accelerator the training runs need
+        accel = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                               check=True, env=dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")).stdout.strip()
+    except (subprocess.SubprocessError, OSError) as e:
+        accel = f"jax devices unknown ({type(e).__name__})"
     return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPU threads ({cpu}), {accel}"
 
 
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     runs_dir = (args.runs_dir / preset.name).resolve()
     envs = args.env or [preset.run.get("env", "CartPole-v1")]
-    results = []
+    results, where = [], ""
     for env in envs:
         commands = train_commands(preset, env, args.seeds, args.total_steps, runs_dir, extra)
         start = time.perf_counter()
@@ -262,8 +262,9 @@ def main(argv: list[str] | None = None) -> int:
         results.append(result)
         print(f"[reproduce] {env}: final return {spread(result.final_return)}, eval {spread(result.eval_return)}, "
               f"{wall / 60:.1f} min", flush=True)
-    (out / "results.json").write_text(json.dumps([r._asdict() for r in results], indent=1) + "\n")
-    (out / "README.md").write_text(report(preset, results, argv, machine(), args.stop_after_s))
+        where = where or machine()
+        (out / "results.json").write_text(json.dumps([r._asdict() for r in results], indent=1) + "\n")
+        (out / "README.md").write_text(report(preset, results, argv, where, args.stop_after_s))  # after each env
     print(f"[reproduce] report: {out / 'README.md'}")
     return 0
 
