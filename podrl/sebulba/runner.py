@@ -18,6 +18,7 @@ import numpy as np
 
 from podrl.distributed import host_sum, is_main_process
 from podrl.errors import NonFiniteError, check_finite
+from podrl.profiling import CallProfiler
 from podrl.sebulba.actor import Rollout
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.learner import make_learner_step
@@ -101,9 +102,12 @@ def _run(config: SebulbaConfig, setup: ActorSetup, run: RunContext) -> SebulbaRe
     for thread in setup.threads:
         thread.start()
     loop = _LearnerLoop(config, setup, run, compiled)
+    profiler = CallProfiler(config.logging.profile, run.limit - run.start, count=3)
     try:
         for i in range(run.start, run.limit):
+            profiler.before(i - run.start)
             loop.update(i)
+            profiler.after(i - run.start)
             if run.after_update(i + 1, loop.train_state, loop.train_state.params):
                 break
     except NonFiniteError as e:
@@ -112,6 +116,8 @@ def _run(config: SebulbaConfig, setup: ActorSetup, run: RunContext) -> SebulbaRe
     except BaseException:  # an actor, env or timeout failure: keep the learner's work
         run.checkpoints.save(loop.done, loop.train_state, loop.train_state.params)
         raise
+    finally:
+        profiler.stop()
     sps = loop.global_steps / loop.training_seconds()
     final_eval = loop.history[-1].get("eval_return") if loop.history else None
     stopped_by = run.finish(loop.done, loop.train_state, loop.train_state.params, sps, final_eval)
