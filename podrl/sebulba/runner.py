@@ -97,6 +97,9 @@ def _run(config: SebulbaConfig, setup: ActorSetup, run: RunContext) -> SebulbaRe
                     f"{len(setup.source.actor_devices)} actor device(s), {setup.learner_mesh.devices.size} learner "
                     f"device(s), lag={config.lag}, updates {run.start}..{run.limit} of {config.num_updates}; "
                     f"compiled in {compile_seconds:.1f}s")
+    protocol = getattr(setup.envs[0], "protocol", None)  # Atari envs say which protocol they follow
+    if protocol is not None:
+        run.logger.info(protocol.describe())
     setup.source.publish(setup.train_state.params, run.start)
     for thread in setup.threads:
         thread.start()
