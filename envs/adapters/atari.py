@@ -146,13 +146,20 @@ def ale_vector_kwargs(p: AtariProtocol) -> dict[str, Any]:
 
 
 def envpool_kwargs(p: AtariProtocol) -> dict[str, Any]:
-    """`envpool.make` keyword arguments (envpool 1.2.5, which always max-pools the last 2 frames) for `p`."""
+    """`envpool.make` keyword arguments (envpool 1.2.5, which always max-pools the last 2 frames) for `p`.
+
+    envpool's reset takes `uniform{0..noop_max-1} + 1 - fire` NOOP frames, and crashes
+    (segfault) with `noop_max=0`; "no no-op starts" is therefore `noop_max=1`: one fixed
+    NOOP emulator frame after each reset without fire (deterministic, so no start-state
+    randomness is added), none with fire. "up to 30" is `noop_max=30`: 1-30 NOOP frames, 0-29 with fire.
+    """
     if p.max_episode_frames % p.frame_skip:
         raise ConfigError(FIELD, f"envpool caps episodes in agent steps: max_episode_frames must be a multiple "
                                  f"of the frame skip {p.frame_skip}, got {p.max_episode_frames}")
     return dict(
-        repeat_action_probability=p.repeat_action_probability, noop_max=p.noop_max, use_fire_reset=p.fire_reset,
-        full_action_space=p.full_action_space, max_episode_steps=p.max_episode_frames // p.frame_skip,
+        repeat_action_probability=p.repeat_action_probability, noop_max=max(p.noop_max, 1),
+        use_fire_reset=p.fire_reset, full_action_space=p.full_action_space,
+        max_episode_steps=p.max_episode_frames // p.frame_skip,
         frame_skip=p.frame_skip, img_height=p.screen_size, img_width=p.screen_size, gray_scale=True,
         stack_num=p.frame_stack, reward_clip=False, episodic_life=False, zero_discount_on_life_loss=False,
         num_threads=p.num_threads,
