@@ -172,6 +172,15 @@ def test_env_kwargs_are_checked_before_anything_compiles():
         make_host_env("envpool:CartPole-v1", 1, protocol="dqn")
 
 
+def test_checkpoint_evaluation_builds_the_env_with_the_runs_options():
+    """scripts/evaluate.py passes a Sebulba run's saved env_kwargs (its protocol, action set) on."""
+    from podrl.policy import resolve_env
+
+    assert resolve_env("ale:Pong", "host", "sebulba").spec.action.num_values == 6
+    env = resolve_env("ale:Pong", "host", "sebulba", {"full_action_space": True, "protocol": "dqn"})
+    assert env.spec.action.num_values == 18 and env.options == {"full_action_space": True, "protocol": "dqn"}
+
+
 @pytest.mark.timeout(120)
 def test_cli_names_bad_env_kwargs_with_exit_2(tmp_path):
     done = run(tmp_path, "train_sebulba.py", "--env", "ale:Pong", "--env-kwargs", "protocol=dqn", "noop=3")
