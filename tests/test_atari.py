@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import dm_env
+import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,15 +19,16 @@ from dm_env import specs
 from agents.impala import ImpalaConfig
 from agents.ppo import PPOConfig
 from agents.returns import learner_rewards
-from envs.adapters import DmEnvVectorEnv, make_host_env
+from envs.adapters import DmEnvVectorEnv, GymnasiumVectorEnv, make_host_env
 from envs.adapters.atari import PROTOCOLS, atari_protocol, gymnasium_fallback_kwargs, life_lost
 from envs.types import LAST, MID
 from podrl.config import LoggingConfig
 from podrl.config_json import config_from_json, jsonable
 from podrl.errors import ConfigError
+from podrl.evaluation import evaluate_host_greedy
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.sebulba.transport import bytes_per_step
-from podrl.types import Trajectory
+from podrl.types import Agent, Trajectory
 from test_cli_errors import assert_user_error, run
 from test_impala import _sharded_update
 
@@ -148,6 +150,46 @@ def test_dqn_life_loss_ends_the_learning_episode_not_the_game_score(name):
         ts = machado.step(rng.integers(0, 4, 1))
         assert ts.discount[0] == 1 or ts.step_type[0] == LAST
     machado.close()
+
+
+class LivesVectorEnv(gymnasium.vector.VectorEnv):
+    """One Atari-like game (SAME_STEP autoreset, `infos["lives"]`): 2 lives, the first lost in step 2,
+    game over in step 5, reward 1 per step. Records the actions it gets."""
+
+    def __init__(self):
+        self.num_envs, self.actions = 1, []
+        self.single_observation_space = gymnasium.spaces.Box(0, 255, (2,), np.uint8)
+        self.single_action_space = gymnasium.spaces.Discrete(8)
+        self.metadata = {"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP}
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return np.zeros((1, 2), np.uint8), {"lives": np.array([2])}
+
+    def step(self, actions):
+        self.actions.append(int(actions[0]))
+        self.t += 1
+        obs, over = np.full((1, 2), self.t, np.uint8), self.t == 5
+        infos = {"lives": np.array([2 if self.t < 2 else 1])}
+        if over:  # the new game's lives, as ale-py's AtariVectorEnv reports them
+            infos, obs = {"lives": np.array([2]), "final_obs": obs}, self.reset()[0]
+        return obs, np.ones(1), np.array([over]), np.array([False]), infos
+
+
+def test_episodic_life_through_the_adapter_and_the_actor_state_reset_in_evaluation():
+    """A lost life: MID with discount 0, return and length go on; and the greedy evaluation restarts
+    a recurrent state there, as the Sebulba actor does (the state is a step counter, sent as the action)."""
+    env = GymnasiumVectorEnv(LivesVectorEnv(), episodic_life=True)
+    env.reset(0)
+    steps = [env.step(np.zeros(1, np.int32)) for _ in range(5)]
+    assert [int(ts.step_type[0]) for ts in steps] == [MID, MID, MID, MID, LAST]
+    assert [float(ts.discount[0]) for ts in steps] == [1, 0, 1, 1, 0]
+    assert [float(ts.extras["episode_return"][0]) for ts in steps] == [1, 2, 3, 4, 5]
+    counter = Agent(init=None, init_actor_state=lambda n: jnp.zeros(n, jnp.int32), act=None, update=None,
+                    act_greedy=lambda params, state, obs: (state, state + 1))
+    fake = LivesVectorEnv()
+    result = evaluate_host_greedy(counter, None, GymnasiumVectorEnv(fake, episodic_life=True), seed=0, max_steps=9)
+    assert fake.actions == [0, 1, 0, 1, 2] and result.returns[0] == 5 and result.lengths[0] == 5
 
 
 # ---------------------------------------------------------------- env_kwargs
