@@ -130,6 +130,7 @@ class EvalEnv:
 def _jax_env(name: str, options: dict[str, Any]) -> EvalEnv:
     import envs
 
+    del options  # JAX envs take none (only Sebulba runs have env_kwargs)
     env = envs.make(name)
     return EvalEnv(name, "jax", envs.env_spec(env), jax_env=env)
 

@@ -168,7 +168,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=10.0,
                         help=f"size Sebulba runs for this long at {SIZING_RATIO * 100:.0f}%% of the ceiling")
     parser.add_argument("--ceiling-seconds", type=float, default=5.0, help="env-only runs step this long")
-    parser.add_argument("--updates", type=int, help="Sebulba runs exactly this many updates (default: sized by --seconds)")
+    parser.add_argument("--updates", type=int,
+                        help="Sebulba runs exactly this many updates (default: sized by --seconds)")
     parser.add_argument("--repeats", type=int, default=1, help="runs per point; the median is reported")
     add_child_run_flags(parser, timeout=600.0, quick_help="tiny runs (smoke test, numbers meaningless)")
     args = parser.parse_args(argv)

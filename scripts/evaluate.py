@@ -72,7 +72,8 @@ def evaluate(args: EvaluateArgs) -> dict[str, Any]:
     try:
         layout, run = config["layout"], config["run"]
         options = parse_env_kwargs(tuple(run.get("env_kwargs") or ()))  # e.g. the run's Atari protocol
-        own = resolve_env(run["env"], "jax" if layout == "anakin" else "host", layout, options) if not args.env else None
+        own_backend = "jax" if layout == "anakin" else "host"
+        own = resolve_env(run["env"], own_backend, layout, options) if not args.env else None
         env = own or resolve_env(args.env, args.backend, layout)
         trained = own.spec if own else trained_spec(run["env"], layout, env, options)
         check_spec(trained, env)

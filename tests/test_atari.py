@@ -266,7 +266,10 @@ def test_reward_clip_is_the_update_on_clipped_rewards(cpu_devices, config_type, 
         return jax.tree.leaves(state.params)
 
     raw = _random_trajectory
-    clipped = lambda agent, params: (lambda tr: tr._replace(reward=jnp.clip(tr.reward, -1, 1)))(raw(agent, params))  # noqa: E731
+    def clipped(agent, params):
+        trajectory = raw(agent, params)
+        return trajectory._replace(reward=jnp.clip(trajectory.reward, -1, 1))
+
     with_clip, pre_clipped, unclipped = params_after(raw, 1.0), params_after(clipped, None), params_after(raw, None)
     for a, b in zip(with_clip, pre_clipped, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-8)

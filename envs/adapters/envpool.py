@@ -65,7 +65,8 @@ class EnvpoolVectorEnv(GymnasiumVectorEnv):
             return protocol, envpool_kwargs(protocol)
         unknown = sorted(set(options) - set(known) - {"batch_size"})
         if unknown:
-            raise ConfigError(FIELD, f"envpool task {task_id!r} has no option {unknown[0]!r}; known: {', '.join(known)}")
+            raise ConfigError(FIELD, f"envpool task {task_id!r} has no option {unknown[0]!r}; "
+                                     f"known: {', '.join(known)}")
         return None, options
 
     def _make(self, num_envs: int, seed: int):
