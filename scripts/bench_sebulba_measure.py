@@ -115,6 +115,7 @@ def measure_sebulba(m: Measurement) -> dict[str, Any]:
         env=m.env, seed=m.seed, total_steps=num_updates * m.steps_per_update, actor_devices=(0,),
         learner_devices=(1,), threads_per_actor_device=m.threads, envs_per_thread=m.envs_per_thread,
         rollout_length=m.rollout_length, lag=m.lag, eval_episodes=0, log_every=max(1, num_updates // 10),
+        timeout_s=600.0,  # a Nature CNN update on a loaded 2-core CPU can take over a minute
         logging=LoggingConfig(run_dir=None, console=False),
     )
     agent_config = agent_config_for(m)
