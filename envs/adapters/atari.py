@@ -34,6 +34,11 @@ backends' `info["lives"]`), never by the backend: ale-py 0.12.1's
 in SAME_STEP mode (measured: lives back to 5, frame number 1), so no game score
 could be reported. `episode_return` therefore always sums a whole game.
 
+Backends: ale-py's `AtariVectorEnv` (`ale:`) takes every setting; envpool 1.2.5
+(`envpool:<Game>-v5`) too, except that it cannot do zero no-ops (see `envpool_kwargs`:
+one fixed NOOP frame after a reset); gymnasium's `AtariPreprocessing` fallback has no
+fire reset, so "dqn" is refused there.
+
 Options (the `env_kwargs` of an `ale:` or Atari `envpool:` env), checked by
 `atari_protocol`: protocol, full_action_space, repeat_action_probability (overrides
 the protocol's), max_episode_frames (overrides 108,000) and num_threads (the
