@@ -20,7 +20,7 @@ from agents.actor_critic import (
 from agents.networks import ActorCritic
 from agents.ppo.config import PPOConfig
 from agents.ppo.losses import PPOBatch, make_loss_fn
-from agents.returns import batched_gae
+from agents.returns import batched_gae, learner_rewards
 from envs.types import EnvSpec
 from podrl.types import Agent, Metrics, TrainState, Trajectory
 
@@ -49,8 +49,8 @@ def _flat_batch(parts: Parts, params, traj: Trajectory) -> PPOBatch:
     value = traj.agent_extras["value"]
     next_value = parts.network.apply(params, traj.next_observation, method=ActorCritic.value)
     advantage, target = batched_gae(
-        r_t=traj.reward * cfg.reward_scale, discount_t=traj.discount, episode_end_t=traj.episode_end,
-        v_tm1=value, v_t=next_value, gamma=cfg.gamma, lambda_=cfg.gae_lambda,
+        r_t=learner_rewards(traj.reward, cfg.reward_clip, cfg.reward_scale), discount_t=traj.discount,
+        episode_end_t=traj.episode_end, v_tm1=value, v_t=next_value, gamma=cfg.gamma, lambda_=cfg.gae_lambda,
     )
     batch = PPOBatch(traj.observation, traj.action, traj.agent_extras["log_prob"], advantage, target, value)
     n = traj.reward.size

@@ -25,7 +25,7 @@ from podrl.sebulba.learner import make_learner_step
 from podrl.sebulba.setup import ActorSetup, build_actors
 from podrl.sebulba.stats import WindowStats
 from podrl.run import RunContext
-from podrl.sebulba.transport import place_on_learners
+from podrl.sebulba.transport import bytes_per_step, place_on_learners
 from podrl.types import AgentConfig, TrainState
 
 
@@ -97,7 +97,11 @@ def _run(config: SebulbaConfig, setup: ActorSetup, run: RunContext) -> SebulbaRe
     run.logger.info(f"{config.env}: {len(setup.threads)} actor thread(s) x {config.envs_per_thread} envs on "
                     f"{len(setup.source.actor_devices)} actor device(s), {setup.learner_mesh.devices.size} learner "
                     f"device(s), lag={config.lag}, updates {run.start}..{run.limit} of {config.num_updates}; "
-                    f"compiled in {compile_seconds:.1f}s")
+                    f"compiled in {compile_seconds:.1f}s; trajectory "
+                    f"{bytes_per_step(setup.example_trajectory)['total']:,.0f} bytes per env step")
+    protocol = getattr(setup.envs[0], "protocol", None)  # Atari envs say which protocol they follow
+    if protocol is not None:
+        run.logger.info(protocol.describe())
     setup.source.publish(setup.train_state.params, run.start)
     for thread in setup.threads:
         thread.start()
