@@ -92,7 +92,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         "lr 2.5e-4 annealed, 4 epochs x 4 minibatches, clip 0.1, entropy 0.01, rewards clipped to [-1, 1], "
         "episodic life, no sticky actions",
         {"env": "ale:Pong", "envs_per_thread": 8, "rollout_length": 128, "total_steps": 10_000_000,
-         "env_kwargs": {"protocol": "dqn"}},
+         "env_kwargs": ("protocol=dqn",)},
         {"learning_rate": 2.5e-4, "anneal_lr": True, "num_epochs": 4, "num_minibatches": 4, "clip_eps": 0.1,
          "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 0.5, "torso": "nature_cnn",
          "reward_clip": 1.0},
@@ -104,7 +104,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         "Cleanba cleanba_impala.py (Huang et al. 2023): lr 6e-4 annealed, RMSProp eps 0.01, entropy 0.01, "
         "grad norm 40, 20-step unrolls, rewards clipped to [-1, 1], sticky actions 0.25 (Machado et al. 2018)",
         {"env": "ale:Pong", "threads_per_actor_device": 2, "envs_per_thread": 32, "rollout_length": 20,
-         "lag": "1", "total_steps": 50_000_000, "env_kwargs": {"protocol": "machado"}},
+         "lag": "1", "total_steps": 50_000_000, "env_kwargs": ("protocol=machado",)},
         {"learning_rate": 6e-4, "anneal_lr": True, "optimizer": "rmsprop", "optimizer_eps": 0.01,
          "gamma": 0.99, "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 40.0, "reward_scale": 1.0,
          "reward_clip": 1.0, "num_minibatches": 4, "torso": "impala_resnet"},
