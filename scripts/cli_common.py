@@ -70,6 +70,23 @@ def preset_flag(argv: Sequence[str]) -> str | None:
     return name
 
 
+def with_agent_subcommand(argv: list[str], agent: str) -> list[str]:
+    """`argv` with `agent:<agent>` selected when it has `--agent.*` flags but no `agent:` subcommand.
+
+    tyro reads agent flags only after the subcommand that picks the agent; this puts the
+    `--agent.*` flags (each with its values) after `agent:<agent>` at the end, so
+    `--preset minatar-impala --agent.learning-rate 1e-3` needs no `agent:impala`.
+    """
+    if any(a.startswith("agent:") for a in argv) or not any(a.startswith("--agent.") for a in argv):
+        return argv
+    rest, agent_args, in_agent = [], [], False
+    for arg in argv:
+        if arg.startswith("--"):
+            in_agent = arg.startswith("--agent.")
+        (agent_args if in_agent else rest).append(arg)
+    return rest + [f"agent:{agent}"] + agent_args
+
+
 def _layout(args_type: type) -> str:
     run_type = typing.get_type_hints(args_type, include_extras=False)["run"]
     return run_type.layout
@@ -96,6 +113,8 @@ def run_cli(args_type: type[Args], train: Callable[[Args], object], argv: list[s
     try:
         name = preset_flag(argv)
         default = presets.preset_args(args_type, presets.get(name)) if name in presets.PRESETS else None
+        given = argv
+        argv = with_agent_subcommand(given, presets.get(name).agent if default is not None else next(iter(AGENTS)))
         args = tyro.cli(args_type, args=argv, default=default, description=description)
         import jax
 
@@ -106,7 +125,9 @@ def run_cli(args_type: type[Args], train: Callable[[Args], object], argv: list[s
             if args.preset is not None:
                 raise ConfigError("preset", "a resumed run keeps its checkpoint's config; drop --preset "
                                             "(flags given with --resume still override single fields)")
-            args = tyro.cli(args_type, args=argv, default=resume_defaults(args_type, args.run.checkpoint.resume),
+            default = resume_defaults(args_type, args.run.checkpoint.resume)
+            agent = next(n for n, entry in AGENTS.items() if isinstance(default.agent, entry.config))
+            args = tyro.cli(args_type, args=with_agent_subcommand(given, agent), default=default,
                             description=description)
         train(args)
     except UserInputError as e:

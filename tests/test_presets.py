@@ -119,3 +119,15 @@ def test_merging_one_seed_runs_keeps_each_seed():
     assert len(merged) == 1 and merged[0]["episode_return_per_seed"] == [1.0, 5.0]
     assert merged[0]["episode_return"] == 3.0 and merged[0]["sps"] == 3.0
     assert math.isnan(merged[0]["eval_return"])
+
+
+def test_agent_flags_without_a_subcommand_select_the_preset_agent():
+    from cli_common import with_agent_subcommand
+
+    argv = ["--preset", "x", "--agent.hidden-sizes", "8", "8", "--num-envs", "8", "--agent.gamma", "0.9"]
+    assert with_agent_subcommand(argv, "impala") == [
+        "--preset", "x", "--num-envs", "8", "agent:impala", "--agent.hidden-sizes", "8", "8", "--agent.gamma", "0.9"]
+    assert with_agent_subcommand(["agent:ppo", "--agent.gamma", "0.9"], "impala") == ["agent:ppo", "--agent.gamma", "0.9"]
+    assert with_agent_subcommand(["--num-envs", "8"], "impala") == ["--num-envs", "8"]
+    args = parse("anakin", "--agent.gamma", "0.9", "--num-envs", "8")
+    assert type(args.agent).__name__ == "PPOConfig" and args.agent.gamma == 0.9 and args.run.num_envs == 8
