@@ -32,12 +32,12 @@ arguments of `envs.make(name, **overrides)`; an unknown field or a value of the
 wrong type is an `UnknownEnvError` naming the field. Overriding the time-limit
 field moves the `TimeLimit`.
 
-Inside `shard_map` (the Anakin layout checks varying values, `check_vma`), some suite
-code trips the check: a `scan`/`while_loop` whose carry starts from a constant and
-comes out varying over the mesh (gymnax Asterix-MinAtar, Craftax's renderer and world
-generator). The suite's `reset_env`/`step_env` hold no collectives, so `GymnaxEnv`
-traces them with the check off and types every output as varying over the mesh axes
-its input (key or state) varies over (`_outside_vma_check`); elsewhere this is a plain call.
+Inside `shard_map` with its varying-value check (`check_vma`), some suite code fails
+to trace: a `scan`/`while_loop` whose carry starts from a constant and comes out
+varying over the mesh (gymnax Asterix-MinAtar; Craftax's renderer and world generator).
+`GymnaxEnv.shard_map_check_vma` is therefore False, and the Anakin layout maps these
+envs' programs with the check off (JAX's own advice for such code; the layout's
+gradient and metric reductions are explicit `pmean`/`psum`s, the same either way).
 
 Observations keep the env's dtype (gymnax MinAtar: float32 0/1 `[10, 10, C]`,
 channels last; Craftax-Classic symbolic: float32 `[1345]`), so no torso scales them
@@ -59,11 +59,6 @@ from dm_env import specs
 from envs.registry import UnknownEnvError
 from envs.types import ActionSpec, Array, EnvState, ObservationSpec, PRNGKey, TimeStep, restart, transition
 from envs.wrappers import TimeLimit
-
-try:  # the switch shard_map itself sets while tracing (internal to JAX; 0.10.x)
-    from jax._src.config import _check_vma
-except ImportError:  # pragma: no cover - a JAX without it: suites with such loops fail the check
-    _check_vma = None
 
 UNREACHABLE_STEPS = int(np.iinfo(np.int32).max)
 """The time limit a suite that folds it into `done` gets in its params (TimeLimit applies the real one)."""
@@ -110,6 +105,9 @@ class GymnaxEnv:
     actions int32 `[]` (Discrete) or float32 `[*action_shape]` (Box).
     """
 
+    shard_map_check_vma = False
+    """Suite code may start loop carries from constants, which shard_map's varying-value check rejects."""
+
     def __init__(self, env: Any, params: Any, name: str):
         self.env, self.params, self.name = env, params, name
         obs = jax.eval_shape(lambda key: env.reset_env(key, params)[0], jax.random.key(0))
@@ -118,13 +116,12 @@ class GymnaxEnv:
 
     def reset(self, key: PRNGKey) -> tuple[GymnaxState, TimeStep]:
         key, reset_key = jax.random.split(key)
-        obs, inner = _outside_vma_check(lambda: self.env.reset_env(reset_key, self.params), reset_key)
+        obs, inner = self.env.reset_env(reset_key, self.params)
         return GymnaxState(inner, key), restart(obs)
 
     def step(self, state: GymnaxState, action: Array) -> tuple[GymnaxState, TimeStep]:
         key, step_key = jax.random.split(state.key)
-        obs, inner, reward, done = _outside_vma_check(
-            lambda: self.env.step_env(step_key, state.inner, action, self.params)[:4], (state, action))
+        obs, inner, reward, done, _ = self.env.step_env(step_key, state.inner, action, self.params)
         return GymnaxState(inner, key), transition(obs, reward, done)
 
     def observation_spec(self) -> ObservationSpec:
@@ -132,31 +129,6 @@ class GymnaxEnv:
 
     def action_spec(self) -> ActionSpec:
         return self._action_spec
-
-
-def _varying_axes(tree: Any) -> tuple:
-    """The mesh axes any leaf of `tree` varies over (inside shard_map with check_vma; else ())."""
-    axes: set = set()
-    for leaf in jax.tree.leaves(tree):
-        manual = getattr(jax.typeof(leaf), "manual_axis_type", None)
-        axes |= set(getattr(manual, "varying", ()))
-    return tuple(sorted(axes))
-
-
-def _outside_vma_check(fn: Callable[[], Any], inputs: Any) -> Any:
-    """`fn()` traced with shard_map's varying-value check off, its outputs cast to vary over
-    the axes `inputs` vary over (module docstring). Only for code without collectives."""
-    axes = _varying_axes(inputs)
-    if not axes or _check_vma is None:
-        return fn()
-    with _check_vma(False):
-        out = fn()
-
-    def cast(x):
-        missing = tuple(a for a in axes if a not in _varying_axes(x))
-        return jax.lax.pcast(x, missing, to="varying") if missing else x
-
-    return jax.tree.map(cast, out)
 
 
 def _observation_spec(space: Any, obs: jax.ShapeDtypeStruct, name: str) -> ObservationSpec:

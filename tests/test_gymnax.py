@@ -145,14 +145,16 @@ def test_unknown_gymnax_env_exits_2_from_the_cli(tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_anakin_ppo_on_breakout_with_the_minatar_cnn(cpu_devices):
-    config = AnakinConfig(env=BREAKOUT, num_envs=4, rollout_length=16, total_steps=4 * 16 * 2, updates_per_call=2,
+@pytest.mark.parametrize("name", [BREAKOUT, "gymnax:Asterix-MinAtar"])  # Asterix: a loop shard_map's check rejects
+def test_anakin_ppo_on_minatar_with_the_minatar_cnn(cpu_devices, name):
+    channels = envs.make(name).observation_spec().shape[-1]
+    config = AnakinConfig(env=name, num_envs=4, rollout_length=16, total_steps=4 * 16 * 2, updates_per_call=2,
                           num_devices=2, eval_episodes=2, eval_max_steps=50, logging=QUIET)
     result = train_anakin(config, PPOConfig(torso="minatar_cnn", num_minibatches=2),
                           devices=cpu_devices[:2])
     params = result.state.train_state.params
-    kernels = [x.shape for x in jax.tree.leaves(params) if x.ndim == 4]
-    assert kernels == [(1, 3, 3, 4, 16)]  # the MinAtar conv over 4 channels (per-seed leading axis)
+    kernels = [x.shape for x in jax.tree.leaves(params) if x.ndim == 5]
+    assert kernels == [(1, 3, 3, channels, 16)]  # the MinAtar conv, channels last (per-seed leading axis)
     train_metrics = {k: v for k, v in result.history[-1].items() if k.startswith("train/")}
     assert train_metrics and all(np.isfinite(v).all() for v in train_metrics.values()), train_metrics
     assert result.final_eval_return.shape == (1,)
