@@ -6,8 +6,9 @@ Accepted names:
 "CartPole-v1"               a gymnasium id (gymnasium.make, sync/async vectorised)
 "ALE/Pong-v5"               a gymnasium ALE id (registers ale-py's envs first)
 "jax:CartPole-v1"           any `envs.make` name, stepped on the host CPU
-"gymnax:Breakout-MinAtar"   a gymnax / Craftax env (`envs.gymnax`), stepped on the host
-"craftax:Craftax-Classic-Symbolic-v1"  CPU like 'jax:' (same as 'jax:gymnax:...')
+"gymnax:Breakout-MinAtar"   a gymnax env (`envs.gymnax`), stepped on the host CPU as
+                            'jax:gymnax:Breakout-MinAtar' is (the same env)
+"craftax:Craftax-Classic-Symbolic-v1"  a Craftax env, likewise
 "dm_env:pkg.mod:factory"    a factory of `dm_env.Environment`s
 "ale:Pong", "ale:ALE/Pong-v5"  Atari via ale-py (`envs.adapters.ale`)
 "envpool:Pong-v5"           an envpool task (`envs.adapters.envpool`)
