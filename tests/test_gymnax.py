@@ -20,9 +20,10 @@ from agents.torsos import channels_first, check_torso
 from envs.adapters.make import make_host_env
 from envs.adapters.optional import MissingExtraError
 from envs.registry import UnknownEnvError, check_name
-from podrl.anakin import train_anakin
+from podrl.anakin import AnakinProgram, train_anakin
 from podrl.config import AnakinConfig, LoggingConfig
 from podrl.errors import ConfigError
+from podrl.mesh import data_mesh
 from podrl.sebulba import SebulbaConfig, train_sebulba
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,19 +146,34 @@ def test_unknown_gymnax_env_exits_2_from_the_cli(tmp_path):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("name", [BREAKOUT, "gymnax:Asterix-MinAtar"])  # Asterix: a loop shard_map's check rejects
-def test_anakin_ppo_on_minatar_with_the_minatar_cnn(cpu_devices, name):
-    channels = envs.make(name).observation_spec().shape[-1]
-    config = AnakinConfig(env=name, num_envs=4, rollout_length=16, total_steps=4 * 16 * 2, updates_per_call=2,
+def test_anakin_ppo_on_breakout_with_the_minatar_cnn(cpu_devices):
+    config = AnakinConfig(env=BREAKOUT, num_envs=4, rollout_length=16, total_steps=4 * 16 * 2, updates_per_call=2,
                           num_devices=2, eval_episodes=2, eval_max_steps=50, logging=QUIET)
     result = train_anakin(config, PPOConfig(torso="minatar_cnn", num_minibatches=2),
                           devices=cpu_devices[:2])
     params = result.state.train_state.params
     kernels = [x.shape for x in jax.tree.leaves(params) if x.ndim == 5]
-    assert kernels == [(1, 3, 3, channels, 16)]  # the MinAtar conv, channels last (per-seed leading axis)
+    assert kernels == [(1, 3, 3, 4, 16)]  # the MinAtar conv over 4 channels last (per-seed leading axis)
     train_metrics = {k: v for k, v in result.history[-1].items() if k.startswith("train/")}
     assert train_metrics and all(np.isfinite(v).all() for v in train_metrics.values()), train_metrics
     assert result.final_eval_return.shape == (1,)
+
+
+def test_anakin_traces_asterix_whose_loops_shard_maps_check_rejects(cpu_devices):
+    """Asterix-MinAtar's step runs a while_loop whose carry starts from a constant, which
+    shard_map's varying-value check rejects; gymnax envs opt out of it (envs.gymnax). Traced
+    only (jax.eval_shape of the init and the train call on 2 devices): the check runs at trace time."""
+    name = "gymnax:Asterix-MinAtar"
+    env = envs.make(name)
+    assert env.shard_map_check_vma is False
+    config = AnakinConfig(env=name, num_envs=4, rollout_length=4, total_steps=32, updates_per_call=2,
+                          num_devices=2, logging=QUIET)
+    spec = envs.env_spec(env)
+    agent = PPOConfig(torso="minatar_cnn", num_minibatches=2).make_agent(spec, config.num_updates)
+    program = AnakinProgram(agent, env, config, data_mesh(cpu_devices[:2]), spec)
+    state = jax.eval_shape(program.init)
+    new_state, _ = jax.eval_shape(lambda s: program.train_call(s, 0), state)
+    assert jax.tree.structure(new_state) == jax.tree.structure(state)
 
 
 @pytest.mark.timeout(300)
