@@ -1,4 +1,4 @@
-"""`envs.make`: JAX environments by name, or a user's env class by import path."""
+"""`envs.make`: JAX environments by name (ours, gymnax's, Craftax's), or a user's env class by import path."""
 
 from __future__ import annotations
 
@@ -49,13 +49,24 @@ def _import(path: str) -> Callable[..., Any]:
         raise UnknownEnvError(f"env {path!r}: module {module_name!r} has no attribute {attr!r}") from None
 
 
+def _suite(name: str) -> Any:
+    """`envs.gymnax` if `name` is a 'gymnax:' / 'craftax:' name, else None (imported lazily: it imports this)."""
+    from envs import gymnax
+
+    return gymnax if gymnax.is_suite_name(name) else None
+
+
 def check_name(name: str) -> None:
-    """Raises UnknownEnvError unless `make(name)` can resolve `name` (cheap, no env built)."""
+    """Raises UnknownEnvError unless `make(name)` can resolve `name` (cheap, nothing compiled)."""
     if name in _REGISTRY:
+        return
+    if (suite := _suite(name)) is not None:
+        suite.check_name(name)
         return
     if ":" not in name:
         raise UnknownEnvError(
-            f"unknown env {name!r}: expected one of {registered()} or 'module:ClassOrFactory'"
+            f"unknown env {name!r}: expected one of {registered()}, 'gymnax:<id>', 'craftax:<id>' "
+            "or 'module:ClassOrFactory'"
         )
     _import(name)
 
@@ -64,10 +75,13 @@ def make(name: str, **kwargs: Any) -> JaxEnv:
     """Builds a JAX env.
 
     Args:
-      name: a registered id (`registered()`), wrapped in gymnasium's time limit,
-        or `"package.module:Factory"` for a user's env class or factory, called
+      name: a registered id (`registered()`), wrapped in gymnasium's time limit;
+        `"gymnax:<id>"` / `"craftax:<id>"` (`envs.gymnax`; `kwargs` override env
+        params); or `"package.module:Factory"` for a user's env class or factory, called
         with `kwargs` and returned as is (add `envs.TimeLimit` yourself).
     """
+    if (suite := _suite(name)) is not None:
+        return suite.make(name, **kwargs)
     if name in _REGISTRY:
         entry = _REGISTRY[name]
         env = getattr(importlib.import_module(entry.module), entry.attr)(**kwargs)

@@ -43,7 +43,7 @@ ENV_NAME = "CartPole-v1"
 class Measurement:
     """One benchmark row: what runs, on how many devices, for how many env steps."""
 
-    name: str  # a_reference | b_throughput | c_env_only
+    name: str  # a_reference | b_throughput | c_env_only (scripts/bench_minatar.py: ppo | env_only)
     devices: int
     num_envs: int
     rollout_length: int  # steps per env between updates; env-only: a compiled chunk scans
@@ -51,10 +51,12 @@ class Measurement:
     total_steps: int
     updates_per_call: int = 32
     min_seconds: float = 0.0  # env-only: keep stepping at least this long
+    env: str = ENV_NAME  # an `envs.make` name
+    torso: str = "mlp"  # the PPO torso (`--agent.torso`)
 
     @property
     def is_training(self) -> bool:
-        return self.name in TRAIN_ROWS
+        return not self.name.endswith("env_only")
 
 
 # ---------------------------------------------------------------- child side
@@ -69,12 +71,12 @@ def measure_training(m: Measurement) -> dict[str, Any]:
     from podrl.config import AnakinConfig, LoggingConfig
 
     config = AnakinConfig(
-        env=ENV_NAME, total_steps=m.total_steps, num_envs=m.num_envs, rollout_length=m.rollout_length,
+        env=m.env, total_steps=m.total_steps, num_envs=m.num_envs, rollout_length=m.rollout_length,
         num_devices=m.devices, updates_per_call=m.updates_per_call, eval_every=0,
         eval_episodes=m.devices,  # the one final evaluation is not timed; keep it small
         logging=LoggingConfig(run_dir=None, console=False),
     )
-    result = train_anakin(config, PPOConfig())
+    result = train_anakin(config, PPOConfig(torso=m.torso))
     final_return = result.final_eval_return
     return {
         "steps_per_second": float(result.steps_per_second),
@@ -84,8 +86,8 @@ def measure_training(m: Measurement) -> dict[str, Any]:
     }
 
 
-def build_env_only(num_envs: int, devices: int, scan_length: int):
-    """(init, chunk, env_steps_per_chunk): random-action CartPole over a `data_mesh`.
+def build_env_only(num_envs: int, devices: int, scan_length: int, env_name: str = ENV_NAME):
+    """(init, chunk, env_steps_per_chunk): random-action `env_name` (discrete actions) over a `data_mesh`.
 
     `init(seed)` returns the sharded carry (env states `[E]`, one key per shard,
     reward sums `[E]`); `chunk` (a `jit(shard_map)`) steps it `scan_length` times.
@@ -98,7 +100,7 @@ def build_env_only(num_envs: int, devices: int, scan_length: int):
     from podrl.mesh import data_mesh, local_devices
     from podrl.parallel import DATA_AXIS, match_varying
 
-    env = envs.wrap_for_training(envs.make(ENV_NAME))
+    env = envs.wrap_for_training(envs.make(env_name))
     num_actions = env.action_spec().num_values
     mesh = data_mesh(local_devices(devices))
     sharded = NamedSharding(mesh, P(DATA_AXIS))
@@ -128,10 +130,10 @@ def build_env_only(num_envs: int, devices: int, scan_length: int):
 
 
 def measure_env_only(m: Measurement) -> dict[str, Any]:
-    """Steps/s of random-action CartPole after an AOT compile (timed separately)."""
+    """Steps/s of the random-action env after an AOT compile (timed separately)."""
     import jax
 
-    init, chunk, steps_per_chunk = build_env_only(m.num_envs, m.devices, m.updates_per_call * m.rollout_length)
+    init, chunk, steps_per_chunk = build_env_only(m.num_envs, m.devices, m.updates_per_call * m.rollout_length, m.env)
     carry = init(0)
     start = time.perf_counter()
     compiled = chunk.lower(*carry).compile()
@@ -188,9 +190,10 @@ def describe(m: Measurement) -> dict[str, Any]:
         from agents.ppo import PPOConfig
 
         ppo = PPOConfig()
-        return {"env": ENV_NAME, "agent": "PPO", "num_epochs": ppo.num_epochs, "num_minibatches": ppo.num_minibatches,
-                "total_steps": m.total_steps, "updates_per_call": m.updates_per_call, "eval_every": 0}
-    return {"env": ENV_NAME, "actions": "uniform random", "network": None,
+        return {"env": m.env, "agent": "PPO", "torso": m.torso, "num_epochs": ppo.num_epochs,
+                "num_minibatches": ppo.num_minibatches, "total_steps": m.total_steps,
+                "updates_per_call": m.updates_per_call, "eval_every": 0}
+    return {"env": m.env, "actions": "uniform random", "network": None,
             "scan_length": m.updates_per_call * m.rollout_length,
             "min_total_steps": m.total_steps, "min_seconds": m.min_seconds}
 

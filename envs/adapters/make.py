@@ -6,6 +6,9 @@ Accepted names:
 "CartPole-v1"               a gymnasium id (gymnasium.make, sync/async vectorised)
 "ALE/Pong-v5"               a gymnasium ALE id (registers ale-py's envs first)
 "jax:CartPole-v1"           any `envs.make` name, stepped on the host CPU
+"gymnax:Breakout-MinAtar"   a gymnax env (`envs.gymnax`), stepped on the host CPU as
+                            'jax:gymnax:Breakout-MinAtar' is (the same env)
+"craftax:Craftax-Classic-Symbolic-v1"  a Craftax env, likewise
 "dm_env:pkg.mod:factory"    a factory of `dm_env.Environment`s
 "ale:Pong", "ale:ALE/Pong-v5"  Atari via ale-py (`envs.adapters.ale`)
 "envpool:Pong-v5"           an envpool task (`envs.adapters.envpool`)
@@ -33,11 +36,13 @@ from gymnasium.vector import VectorEnv
 from envs.adapters.dm_env import DmEnvVectorEnv
 from envs.adapters.gymnasium import GymnasiumVectorEnv
 from envs.adapters.jax_host import JaxHostVectorEnv
+from envs.gymnax import is_suite_name
 from envs.host import HostVectorEnv
 from envs.registry import UnknownEnvError, check_name, make
 
 FORMS = (
-    "a gymnasium id ('CartPole-v1'), 'jax:<envs.make name>', 'dm_env:module:factory', "
+    "a gymnasium id ('CartPole-v1'), 'jax:<envs.make name>', 'gymnax:<id>', 'craftax:<id>', "
+    "'dm_env:module:factory', "
     "'ale:Pong', 'envpool:Pong-v5' or 'module:factory'"
 )
 
@@ -105,9 +110,10 @@ def make_host_env(
     Raises `envs.UnknownEnvError` for a name that resolves to nothing.
     """
     prefix, _, rest = name.partition(":")
-    if prefix == "jax":
-        check_name(rest)
-        return JaxHostVectorEnv(make(rest, **kwargs), num_envs)
+    if prefix == "jax" or is_suite_name(name):
+        jax_name = rest if prefix == "jax" else name
+        check_name(jax_name)
+        return JaxHostVectorEnv(make(jax_name, **kwargs), num_envs)
     if prefix == "dm_env":
         if ":" not in rest:
             raise UnknownEnvError(f"env {name!r}: expected 'dm_env:module:factory'")

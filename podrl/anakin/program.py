@@ -81,7 +81,10 @@ class AnakinProgram:
         self._compiled_call = None
 
     def _shard_jit(self, fn: Callable, in_specs, out_specs, donate: bool = False):
-        mapped = jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs)
+        # An env may opt out of shard_map's varying-value check (envs.gymnax: suite loops whose
+        # carries start from constants); every reduction here is an explicit pmean/psum either way.
+        check_vma = bool(getattr(self.env, "shard_map_check_vma", True))
+        mapped = jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs, check_vma=check_vma)
         return jax.jit(mapped, donate_argnums=(0,) if donate else ())
 
     # ---- per-shard programs (inside shard_map; leading axis = seeds) ----
