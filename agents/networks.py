@@ -3,7 +3,9 @@ agents (PPO, IMPALA).
 
 `ActorCritic` maps observations through a torso to distribution parameters (the policy
 head) and a scalar value (the value head), with one shared torso or separate actor and
-critic torsos (the CleanRL / PureJaxRL MLP layout, the default for `mlp`).
+critic torsos (the CleanRL / PureJaxRL MLP layout, the default for `mlp`). With a
+recurrent core (`core="lstm"|"gru"`) `make_network` builds `agents.cores.RecurrentActorCritic`
+instead: shared torso -> core -> the same two heads.
 Distributions are plain arrays plus pure functions (no distrax):
 
 - categorical: `dist_params` is `logits [..., num_actions]`, actions int32 `[...]`;
@@ -194,7 +196,8 @@ def make_network(env_spec: EnvSpec, hidden_sizes: Sequence[int], activation: str
     """The `ActorCritic` for `env_spec`'s observation and action specs, or with a `core`
     ("lstm", "gru") the `agents.cores.RecurrentActorCritic` (always one shared torso).
 
-    `shared_torso=None` shares the torso for the CNN torsos and not for `mlp`. ConfigError
+    `shared_torso=None` shares the torso for the CNN torsos and not for `mlp`; with a core the
+    torso is always shared (the configs refuse `shared_torso=False` there). ConfigError
     ("torso") if the torso cannot read `env_spec`'s observations (`agents.torsos.check_torso`).
     """
     obs_shape = tuple(int(d) for d in env_spec.observation.shape)
