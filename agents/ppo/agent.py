@@ -24,7 +24,7 @@ from agents.actor_critic import (
 from agents.cores import is_recurrent
 from agents.ppo.config import PPOConfig
 from agents.ppo.losses import PPOBatch, make_loss_fn
-from agents.returns import batched_gae
+from agents.returns import batched_gae, learner_rewards
 from agents.unroll import env_minibatches, next_values
 from envs.types import EnvSpec
 from podrl.types import Agent, Metrics, TrainState, Trajectory
@@ -54,8 +54,8 @@ def _gae_batch(parts: Parts, params, traj: Trajectory) -> PPOBatch:
     value = traj.agent_extras["value"]
     next_value = next_values(parts.network, params, traj)
     advantage, target = batched_gae(
-        r_t=traj.reward * cfg.reward_scale, discount_t=traj.discount, episode_end_t=traj.episode_end,
-        v_tm1=value, v_t=next_value, gamma=cfg.gamma, lambda_=cfg.gae_lambda,
+        r_t=learner_rewards(traj.reward, cfg.reward_clip, cfg.reward_scale), discount_t=traj.discount,
+        episode_end_t=traj.episode_end, v_tm1=value, v_t=next_value, gamma=cfg.gamma, lambda_=cfg.gae_lambda,
     )
     batch = PPOBatch(traj.observation, traj.action, traj.agent_extras["log_prob"], advantage, target, value)
     if is_recurrent(parts.network):

@@ -11,6 +11,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from agents.config_checks import NetworkConfig, check_network_fields
+from agents.reward_clip import RewardClipConfig, check_reward_clip
 from podrl.errors import ConfigError, require_int, require_number
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig(NetworkConfig):
+class PPOConfig(RewardClipConfig, NetworkConfig):
     """Proximal Policy Optimization (Schulman et al. 2017, arXiv:1707.06347) with GAE.
 
     `clip_value_loss` defaults to True to match the reference implementations
@@ -72,6 +73,7 @@ class PPOConfig(NetworkConfig):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, f"must be True or False, got {getattr(self, name)!r}")
         check_network_fields(self)
+        check_reward_clip(self)
 
     def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
         """Raises ConfigError("num_minibatches") unless the shard batch splits evenly: into
