@@ -14,6 +14,7 @@ from agents.networks import make_network
 from agents.ppo import PPOConfig
 from agents.unroll import trajectory_outputs, unroll
 from envs.tiny import RecallCue
+from envs.types import LAST
 from envs.wrappers import TimeLimit, wrap_for_training
 from podrl.anakin import train_anakin
 from podrl.config import AnakinConfig, LoggingConfig
@@ -120,6 +121,33 @@ def test_recurrent_ppo_minibatches_whole_env_columns():
     assert info.value.field == "num_minibatches" and "6 envs per shard" in str(info.value)
     run.check_layout(2, PPOConfig(num_minibatches=4))  # feed-forward: 16 * 6 = 96 transitions split
     run.check_layout(2, PPOConfig(core="lstm", num_minibatches=3))
+
+
+@pytest.mark.parametrize("num_cues, delay", [(2, 4), (3, 0)])
+def test_recall_cue_pays_only_for_remembering(num_cues, delay):
+    """The cue is visible at step 0 only, the query at step delay + 1, the episode ends after
+    the answer; answering from memory scores 1, a fixed answer scores chance (2 / num_cues - 1)."""
+    env, n = RecallCue(num_cues, delay), 3000
+
+    def episode(key, remember: bool):
+        state, ts = env.reset(key)
+        cue = jnp.argmax(ts.observation[:num_cues])  # read once, at step 0
+        seen, total, types = [ts.observation], 0.0, []
+        for _ in range(delay + 2):
+            state, ts = env.step(state, jnp.where(remember, cue, 0))
+            seen.append(ts.observation)
+            total, types = total + ts.reward, types + [ts.step_type]
+        return total, jnp.stack(seen), jnp.stack(types), cue
+
+    run = jax.jit(jax.vmap(episode, in_axes=(0, None)), static_argnums=1)
+    keys = jax.random.split(jax.random.key(0), n)
+    remembered, seen, types, cue = run(keys, True)
+    np.testing.assert_array_equal(remembered, 1.0)
+    assert abs(float(run(keys, False)[0].mean()) - env.chance_return) < 0.05
+    np.testing.assert_array_equal(seen[:, 0, :num_cues], jax.nn.one_hot(cue, num_cues))
+    assert not np.asarray(seen[:, 1:, :num_cues]).any()  # the cue is never shown again
+    np.testing.assert_array_equal(seen[:, :, -1].mean(0), np.eye(delay + 3)[delay + 1])  # query at delay + 1
+    assert (np.asarray(types[:, -1]) == LAST).all() and (np.asarray(types[:, :-1]) != LAST).all()
 
 
 @pytest.mark.learning
