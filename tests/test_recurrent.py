@@ -70,7 +70,9 @@ def test_learner_unroll_recomputes_the_actors_core_states(core):
     close(rolled.value, traj.agent_extras["value"])
     _, _, next_value = jax.jit(lambda p, t: trajectory_outputs(network, p, t))(params, traj)
     flat = lambda x: x.reshape((T * B,) + x.shape[2:])  # noqa: E731
-    expected = network.apply(params, flat(traj.next_observation), jax.tree.map(flat, traj.agent_extras["next_carry"]))[1]
+    # the act path (not the learner's): value of next_observation[t] seen with the actor's state after step t
+    after_step = jax.tree.map(flat, traj.agent_extras["next_carry"])
+    expected = network.apply(params, flat(traj.next_observation), after_step)[1]
     close(next_value, expected.reshape(T, B))
     value = np.asarray(traj.agent_extras["value"])
     going_on = ~np.asarray(traj.episode_end)[:-1]
