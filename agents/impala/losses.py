@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from agents.networks import ActorCritic, action_distribution
 from agents.returns import batched_vtrace, learner_rewards
+from agents.unroll import trajectory_outputs
 from podrl.types import Trajectory
 
 if TYPE_CHECKING:
@@ -23,7 +24,8 @@ def make_loss_fn(config: ImpalaConfig, network: ActorCritic) -> LossFn:
 
     `batch` is a time-major `Trajectory` `[T, B]` whose `agent_extras["log_prob"]`
     is log mu(a_t|x_t) of the behaviour (acting) policy. With the *current*
-    params, pi and V(x_t), V(x_{t+1}) (from `next_observation`) give
+    params, pi and V(x_t), V(x_{t+1}) (from `next_observation`; with a recurrent core
+    re-unrolled from `batch.actor_state`, see `agents.unroll`) give
 
       rho_t        = pi(a_t|x_t) / mu(a_t|x_t)
       vs, A        = V-trace(V(x_t), V(x_{t+1}), reward_scale * clip(r_t), gamma * discount_t,
@@ -45,8 +47,7 @@ def make_loss_fn(config: ImpalaConfig, network: ActorCritic) -> LossFn:
 
     def loss_fn(params, batch: Trajectory, key: Array) -> tuple[Array, dict[str, Array]]:
         del key
-        dist_params, value = network.apply(params, batch.observation)
-        next_value = network.apply(params, batch.next_observation, method=ActorCritic.value)
+        dist_params, value, next_value = trajectory_outputs(network, params, batch)
         log_prob = dist.log_prob(dist_params, batch.action)
         log_rho = sg(log_prob) - batch.agent_extras["log_prob"]
         rho = jnp.exp(log_rho)
