@@ -7,7 +7,8 @@ scripts (so it looks like the repository root, where the README's commands run)
 and runs the commands there, in README order (a later command may use what an
 earlier one wrote, e.g. `--resume runs/long`).
 
-Shortening: every training command (also behind `launch_local.py ... --`) gets
+Shortening: every training command (also behind `launch_local.py ... --`, and
+`reproduce.py`, whose flags after its own `--` go to the training script) gets
 its `--total-steps` divided by `--scale` but at least `--default-steps` (which
 it gets when it gives none and does not resume), and
 `--checkpoint.stop-after-updates` / `--checkpoint.every-updates` are divided
@@ -38,7 +39,7 @@ from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_PREFIXES = ("python3 -m venv", "pip ", "gcloud ", "srun ", "tensorboard ", "#")
-TRAIN_SCRIPTS = ("scripts/train_anakin.py", "scripts/train_sebulba.py")
+TRAIN_SCRIPTS = ("scripts/train_anakin.py", "scripts/train_sebulba.py", "scripts/reproduce.py")
 BENCH_SCRIPTS = ("scripts/bench_anakin.py", "scripts/bench_sebulba.py", "scripts/bench_scaling.py")
 
 

@@ -14,7 +14,8 @@ after `--` go to the training script unchanged. Writes into `--out` (default
   <env>.metrics.jsonl     each run's metrics (one file per env; a "seed" key per Sebulba run)
   results.json            the table's numbers
 
-Run folders (checkpoints, TensorBoard) go under `--runs-dir` (default `runs/reproduce`).
+Run folders (checkpoints, TensorBoard) go under `--runs-dir` (default `runs/reproduce`). Run it
+from the repository root (paths are relative to the working directory).
 """
 
 from __future__ import annotations
@@ -35,12 +36,11 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # podrl, when not installed
 
 from plot import Series, draw, read_records, series  # noqa: E402  (scripts/ is this script's folder)
 from podrl import presets  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 FINAL_FRACTION = 0.1
 """The final return is the mean episode return over this last fraction of the logged records."""
 
@@ -96,7 +96,8 @@ def train_commands(preset: presets.Preset, env: str, seeds: int, total_steps: in
 
 
 def run(command: list[str], log: Path, stop_after_s: float | None = None) -> None:
-    """Runs `command` from the repo root, its output shown and appended to `log`; exits on failure.
+    """Runs `command` (from the working directory, the repository root), its output shown and appended
+    to `log`; exits on failure.
 
     With `stop_after_s`, the run gets SIGINT after that many seconds: it stops at its next
     update, checkpoints and exits like a finished run (a wall-clock budget).
@@ -104,7 +105,7 @@ def run(command: list[str], log: Path, stop_after_s: float | None = None) -> Non
     print("$ " + shlex.join(command[1:]), flush=True)
     with log.open("a") as out:
         out.write("$ " + shlex.join(command[1:]) + "\n")
-        proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         timer = threading.Timer(stop_after_s, proc.send_signal, (signal.SIGINT,)) if stop_after_s else None
         if timer is not None:
             timer.start()
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
     preset = presets.get(args.preset)
-    out = (args.out or ROOT / "docs" / "results" / preset.name).resolve()
+    out = (args.out or Path("docs") / "results" / preset.name).resolve()
     out.mkdir(parents=True, exist_ok=True)
     runs_dir = (args.runs_dir / preset.name).resolve()
     envs = args.env or [preset.run.get("env", "CartPole-v1")]
