@@ -4,9 +4,11 @@ An agent module supplies only what is its own: `make_optimizer(config,
 total_updates)`, `make_loss_fn(config, network)` and `update(parts, train_state,
 trajectory [T, B], key)`; `actor_critic_agent` builds the `podrl.types.Agent`
 around them, with the `ActorCritic` network of `agents.networks` (the config's `torso`,
-`shared_torso`, `hidden_sizes`, `activation`), no actor state
-and `act` extras "log_prob" `[B]` and "value" `[B]`. `sgd_step` and
-`finish_update` are the first and last pieces of an `update`.
+`shared_torso`, `hidden_sizes`, `activation`), or with the config's `core` ("lstm",
+"gru") the `agents.cores.RecurrentActorCritic`, whose core state is the actor state
+(`[B, core_size]`, a `(c, h)` pair for lstm; `()` without a core), and `act` extras
+"log_prob" `[B]` and "value" `[B]`. `sgd_step` and `finish_update` are the first and
+last pieces of an `update`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from agents.cores import initial_actor_state
 from agents.networks import ActionDistribution, ActorCritic, action_distribution, make_network
+from agents.unroll import act_step
 from envs.types import EnvSpec
 from podrl.parallel import learner_value_and_grad, mean_across_learners
 from podrl.types import Agent, Metrics, TrainState, Trajectory
@@ -35,6 +39,8 @@ class ActorCriticConfig(Protocol):
     activation: str
     torso: str
     shared_torso: bool | None
+    core: str
+    core_size: int
 
     def num_optimizer_steps(self, total_updates: int) -> int: ...
 
@@ -43,7 +49,7 @@ class Parts(NamedTuple):
     """What the agent's pure functions close over (static Python objects)."""
 
     config: Any  # the agent's frozen config, an `ActorCriticConfig`
-    network: ActorCritic
+    network: ActorCritic  # or agents.cores.RecurrentActorCritic (config.core)
     dist: ActionDistribution
     optimizer: optax.GradientTransformation
     learning_rate: Callable[[Array], Array]  # optimizer step count -> step size
@@ -102,7 +108,8 @@ def actor_critic_agent(
     total_updates = check_total_updates(total_updates)
     # The env spec first meets the config here: ConfigError("torso") for a torso that cannot
     # read these observations, before anything is traced or compiled.
-    network = make_network(env_spec, config.hidden_sizes, config.activation, config.torso, config.shared_torso)
+    network = make_network(env_spec, config.hidden_sizes, config.activation, config.torso, config.shared_torso,
+                           config.core, config.core_size)
     optimizer, schedule = make_optimizer(config, total_updates, count_params(network, env_spec))
     loss_fn = make_loss_fn(config, network)
     parts = Parts(
@@ -111,7 +118,7 @@ def actor_critic_agent(
     )
     return Agent(
         init=functools.partial(_init, parts),
-        init_actor_state=_init_actor_state,
+        init_actor_state=functools.partial(initial_actor_state, network),
         act=functools.partial(_act, parts),
         act_greedy=functools.partial(_act_greedy, parts),
         update=functools.partial(update, parts),
@@ -124,21 +131,16 @@ def _init(parts: Parts, key: Array, env_spec: EnvSpec) -> TrainState:
     return TrainState(params, parts.optimizer.init(params), jnp.zeros((), jnp.int32))
 
 
-def _init_actor_state(batch_size: int) -> tuple[()]:
-    del batch_size
-    return ()
-
-
 def _act(parts: Parts, params, actor_state, observation: Array, key: Array):
     """Samples from pi; extras: "log_prob" `[B]` (log mu, the behaviour policy) and "value" `[B]`."""
-    dist_params, value = parts.network.apply(params, observation)
+    dist_params, value, actor_state = act_step(parts.network, params, actor_state, observation)
     action = parts.dist.sample(key, dist_params)
     extras = {"log_prob": parts.dist.log_prob(dist_params, action), "value": value}
     return action, extras, actor_state
 
 
 def _act_greedy(parts: Parts, params, actor_state, observation: Array):
-    dist_params, _ = parts.network.apply(params, observation)
+    dist_params, _, actor_state = act_step(parts.network, params, actor_state, observation)
     return parts.dist.mode(dist_params), actor_state
 
 

@@ -3,7 +3,9 @@ agents (PPO, IMPALA).
 
 `ActorCritic` maps observations through a torso to distribution parameters (the policy
 head) and a scalar value (the value head), with one shared torso or separate actor and
-critic torsos (the CleanRL / PureJaxRL MLP layout, the default for `mlp`).
+critic torsos (the CleanRL / PureJaxRL MLP layout, the default for `mlp`). With a
+recurrent core (`core="lstm"|"gru"`) `make_network` builds `agents.cores.RecurrentActorCritic`
+instead: shared torso -> core -> the same two heads.
 Distributions are plain arrays plus pure functions (no distrax):
 
 - categorical: `dist_params` is `logits [..., num_actions]`, actions int32 `[...]`;
@@ -24,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from agents.config_checks import PIXEL_TORSOS
+from agents.cores import RecurrentActorCritic, dist_params_from
 from agents.torsos import check_torso, flatten_obs, make_torso, mlp_layers
 from envs.types import EnvSpec
 
@@ -179,10 +182,7 @@ class ActorCritic(nn.Module):
             out, value = self.policy_head(features), self.value_head(features)[..., 0]
         else:
             out, value = self.actor(observation), self.critic(observation)[..., 0]
-        if self.discrete:
-            return out, value
-        mean = out.reshape(out.shape[:-1] + tuple(self.action_shape))
-        return (mean, self.log_std), value
+        return dist_params_from(out, self.discrete, self.action_shape, None if self.discrete else self.log_std), value
 
     def value(self, observation: Array) -> Array:
         if self.shared_torso:
@@ -191,17 +191,24 @@ class ActorCritic(nn.Module):
 
 
 def make_network(env_spec: EnvSpec, hidden_sizes: Sequence[int], activation: str,
-                 torso: str = "mlp", shared_torso: bool | None = None) -> ActorCritic:
-    """The `ActorCritic` for `env_spec`'s observation and action specs.
+                 torso: str = "mlp", shared_torso: bool | None = None, core: str = "none",
+                 core_size: int = 128) -> ActorCritic | RecurrentActorCritic:
+    """The `ActorCritic` for `env_spec`'s observation and action specs, or with a `core`
+    ("lstm", "gru") the `agents.cores.RecurrentActorCritic` (always one shared torso).
 
-    `shared_torso=None` shares the torso for the CNN torsos and not for `mlp`. ConfigError
+    `shared_torso=None` shares the torso for the CNN torsos and not for `mlp`; with a core the
+    torso is always shared (the configs refuse `shared_torso=False` there). ConfigError
     ("torso") if the torso cannot read `env_spec`'s observations (`agents.torsos.check_torso`).
     """
     obs_shape = tuple(int(d) for d in env_spec.observation.shape)
     check_torso(torso, obs_shape)
-    shared = torso in PIXEL_TORSOS if shared_torso is None else bool(shared_torso)
-    net = functools.partial(ActorCritic, hidden_sizes=tuple(hidden_sizes), activation=activation,
-                            torso=torso, shared_torso=shared)
+    if core == "none":
+        shared = torso in PIXEL_TORSOS if shared_torso is None else bool(shared_torso)
+        net = functools.partial(ActorCritic, hidden_sizes=tuple(hidden_sizes), activation=activation,
+                                torso=torso, shared_torso=shared)
+    else:
+        net = functools.partial(RecurrentActorCritic, hidden_sizes=tuple(hidden_sizes), activation=activation,
+                                torso=torso, core=core, core_size=int(core_size))
     if env_spec.discrete:
         return net(obs_shape, (), int(env_spec.action.num_values), True)
     action_shape = tuple(env_spec.action.shape)

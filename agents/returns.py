@@ -14,6 +14,17 @@ from jax import lax
 Array = jax.Array
 
 
+def learner_rewards(r_t: Array, reward_clip: float | None, reward_scale: float) -> Array:
+    """The rewards that enter GAE / V-trace: `reward_scale * clip(r_t, -c, c)` (no clip when `c` is None).
+
+    `r_t`: `[T, B]` (any shape) raw env rewards; the env's logged episode returns are
+    never affected. Clipping to [-1, 1] is the Atari convention of Mnih et al. 2015.
+    """
+    if reward_clip is not None:
+        r_t = jnp.clip(r_t, -reward_clip, reward_clip)
+    return r_t * reward_scale
+
+
 def gae(
     r_t: Array,
     discount_t: Array,

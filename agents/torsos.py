@@ -61,21 +61,27 @@ def channels_first(obs_shape: Sequence[int]) -> bool:
     return len(obs_shape) == 3 and obs_shape[0] <= 16 and obs_shape[0] < min(obs_shape[1:])
 
 
+MLP_MAX_IMAGE_INPUTS = 4096
+"""Image observations up to this many values may go to an `mlp` flattened (MinAtar: 400 to 1,000)."""
+
+
 def check_torso(torso: str, obs_shape: Sequence[int]) -> None:
     """ConfigError("torso") if `torso` cannot read observations of `obs_shape`.
 
-    CNN torsos need images (rank 2 `[H, W]` or rank 3); an `mlp` on rank >= 3 observations
-    would flatten whole frames into its first layer (millions of weights on raw pixels).
+    CNN torsos need images (rank 2 `[H, W]` or rank 3); an `mlp` on rank >= 3 observations of
+    more than `MLP_MAX_IMAGE_INPUTS` values would flatten whole frames into its first layer
+    (millions of weights on raw pixels). Small grids such as MinAtar's `[10, 10, C]` may be
+    flattened, as gymnax-blines' MinAtar PPO does.
     """
     shape = tuple(int(d) for d in obs_shape)
     if torso in PIXEL_TORSOS and len(shape) not in (2, 3):
         raise ConfigError(
             "torso", f"{torso!r} needs image observations [C, H, W], [H, W, C] or [H, W], but this "
             f"environment's observations have shape {shape}; use --agent.torso mlp")
-    if torso == "mlp" and len(shape) >= 3:
+    if torso == "mlp" and len(shape) >= 3 and math.prod(shape) > MLP_MAX_IMAGE_INPUTS:
         raise ConfigError(
-            "torso", f"'mlp' on image observations of shape {shape} flattens every pixel into the "
-            f"first dense layer, which is absurd; use a CNN torso: --agent.torso nature_cnn (Atari), "
+            "torso", f"'mlp' on image observations of shape {shape} flattens {math.prod(shape):,} pixels "
+            f"into the first dense layer, which is absurd; use a CNN torso: --agent.torso nature_cnn (Atari), "
             f"minatar_cnn (MinAtar) or impala_resnet")
 
 

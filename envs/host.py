@@ -13,7 +13,10 @@ A `HostVectorEnv` has the same semantics as a JAX env wrapped by
     "truncated"       bool, the episode was cut (time limit), discount stays 1;
     "episode_return"  float32, running return (the episode's total on LAST);
     "episode_length"  int32, running length (the episode's total on LAST).
-* discount is 0 only where the episode terminated.
+* discount is 0 where the episode terminated, and, with episodic life (Atari's
+  "dqn" protocol), at a MID step where a life was lost: the learning episode
+  ends there (`Trajectory.episode_end`) while the game and its running
+  `episode_return` / `episode_length` go on to the game's LAST step.
 * `observation_spec()` / `action_spec()` describe ONE env (dm_env specs).
 
 Adapters (gymnasium, dm_env, a JAX env on the host CPU) live in `envs/adapters/`.

@@ -23,6 +23,7 @@ _REGISTRY: dict[str, _Entry] = {
     "MatchSign-v0": _Entry("envs.tiny", "MatchSign", None),
     "MatchCue-v0": _Entry("envs.tiny", "MatchCue", None),
     "ReachCue-v0": _Entry("envs.tiny", "ReachCue", None),
+    "RecallCue-v0": _Entry("envs.tiny", "RecallCue", None),
 }
 
 

@@ -3,6 +3,8 @@
 `MatchCue` (discrete) and `ReachCue` (continuous) are the learning checks: an
 untrained greedy policy scores far below their optimum (see their docstrings),
 so a test that asserts a high return proves that training happened.
+`RecallCue` is the memory task: its cue is shown once and asked for `delay` steps later,
+so only an agent with memory (a recurrent core) beats chance.
 
 `MatchSign`: each observation is a random sign s in {-1, +1}; action 1 means
 "positive" and action 0 "negative". Matching the sign earns 1, otherwise 0.
@@ -150,3 +152,54 @@ class ReachCue(MatchCue):
 
     def action_spec(self) -> specs.BoundedArray:
         return specs.BoundedArray((1,), np.float32, -1.0, 1.0, name="action")
+
+
+class RecallCue:
+    """Remember a cue over a delay: the memory task (a feed-forward policy can only guess).
+
+    An episode is `delay + 2` steps. Observations are `[num_cues + 1]` float32:
+
+    - step 0: the cue, one-hot in the first `num_cues` entries (last entry 0);
+    - steps 1 .. delay: blank (all zeros);
+    - step delay + 1: the query (last entry 1, the rest 0).
+
+    The action at the query step is the answer: reward +1 if it names the cue, -1 otherwise;
+    every other step earns 0 whatever the action, and the episode terminates after the answer.
+    Cues are uniform and independent of everything else, and the query observation is the same
+    for every cue, so any policy without memory answers right with probability 1 / num_cues:
+    chance = expected return `2 / num_cues - 1` (0 with the default 2 cues); remembering the
+    cue scores 1.
+    """
+
+    def __init__(self, num_cues: int = 2, delay: int = 4):
+        if num_cues < 2 or delay < 0:
+            raise ValueError(f"need num_cues >= 2 and delay >= 0, got {num_cues}, {delay}")
+        self.num_cues, self.delay = int(num_cues), int(delay)
+
+    @property
+    def chance_return(self) -> float:
+        """Expected return of any memoryless policy: 2 / num_cues - 1."""
+        return 2.0 / self.num_cues - 1.0
+
+    def reset(self, key: PRNGKey) -> tuple[CueState, TimeStep]:
+        key, sub = jax.random.split(key)
+        cue = jax.random.randint(sub, (), 0, self.num_cues, jnp.int32)
+        state = CueState(key, cue, jnp.asarray(0, jnp.int32))
+        return state, restart(self._observe(cue, state.t))
+
+    def step(self, state: CueState, action: Array) -> tuple[CueState, TimeStep]:
+        answered = state.t == self.delay + 1
+        reward = jnp.where(answered, jnp.where(action == state.cue, 1.0, -1.0), 0.0)
+        t = state.t + 1
+        return state._replace(t=t), transition(self._observe(state.cue, t), reward, answered)
+
+    def observation_spec(self) -> specs.Array:
+        return specs.Array((self.num_cues + 1,), np.float32, name="observation")
+
+    def action_spec(self) -> specs.DiscreteArray:
+        return specs.DiscreteArray(self.num_cues, name="action")
+
+    def _observe(self, cue: Array, t: Array) -> Array:
+        shown = jax.nn.one_hot(cue, self.num_cues, dtype=jnp.float32) * (t == 0)
+        query = (t == self.delay + 1).astype(jnp.float32)[None]
+        return jnp.concatenate([shown, query])

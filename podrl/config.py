@@ -30,6 +30,8 @@ class LoggingConfig:
     """Also write TensorBoard event files (needs tensorboardX, the 'tensorboard' extra)."""
     console: bool = True
     """Print a progress line after each compiled call."""
+    profile: Annotated[str | None, tyro.conf.arg(aliases=("--profile",))] = None
+    """Write a jax.profiler trace of a few training calls into this folder (open it in perfetto or TensorBoard)."""
 
 
 @dataclasses.dataclass(frozen=True)

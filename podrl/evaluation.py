@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from envs.types import LAST, JaxEnv, TimeStep
 from envs.wrappers import EpisodeStats
 from podrl.parallel import match_varying, vary_like
-from podrl.types import Agent, Array, Params, PRNGKey
+from podrl.types import Agent, Array, Params, PRNGKey, reset_finished_actor_state
 
 
 class EvalResult(NamedTuple):
@@ -73,12 +73,14 @@ def evaluate_host_greedy(agent: Agent, params: Params, env, seed: int, max_steps
     act = jax.jit(agent.act_greedy)
     timestep = env.reset(seed)
     num = env.num_envs
-    actor_state = agent.init_actor_state(num)
+    initial_actor_state = actor_state = agent.init_actor_state(num)
     returns, lengths = np.zeros(num, np.float32), np.zeros(num, np.int32)
     done = np.zeros(num, np.bool_)
     for _ in range(max_steps):
         action, actor_state = act(params, actor_state, timestep.observation)
         timestep = env.step(np.asarray(action))
+        lost_life = np.asarray(timestep.discount) == 0  # episodic life: the learning episode restarts, as in training
+        actor_state = reset_finished_actor_state(actor_state, lost_life, initial_actor_state)
         live = ~done
         returns = np.where(live, timestep.extras["episode_return"], returns)
         lengths = np.where(live, timestep.extras["episode_length"], lengths)

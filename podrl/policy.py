@@ -124,28 +124,32 @@ class EvalEnv:
     backend: str  # "jax" or "host"
     spec: Any  # envs.EnvSpec of one env
     jax_env: Any = None
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)  # host env options (a run's env_kwargs)
 
 
-def _jax_env(name: str) -> EvalEnv:
+def _jax_env(name: str, options: dict[str, Any]) -> EvalEnv:
     import envs
 
+    del options  # JAX envs take none (only Sebulba runs have env_kwargs)
     env = envs.make(name)
     return EvalEnv(name, "jax", envs.env_spec(env), jax_env=env)
 
 
-def _host_env(name: str) -> EvalEnv:
+def _host_env(name: str, options: dict[str, Any]) -> EvalEnv:
     from envs.adapters.make import make_host_env
     from envs.types import EnvSpec
 
-    env = make_host_env(name, 1)
+    env = make_host_env(name, 1, **options)
     try:
-        return EvalEnv(name, "host", EnvSpec(env.observation_spec(), env.action_spec()))
+        return EvalEnv(name, "host", EnvSpec(env.observation_spec(), env.action_spec()), options=options)
     finally:
         env.close()
 
 
-def resolve_env(name: str, backend: str, layout: str) -> EvalEnv:
-    """Builds `name` with `backend` ("jax", "host"); "auto" tries the layout's way first, then the other."""
+def resolve_env(name: str, backend: str, layout: str, options: dict[str, Any] | None = None) -> EvalEnv:
+    """Builds `name` with `backend` ("jax", "host"); "auto" tries the layout's way first, then the other.
+
+    `options` go to a host env (a Sebulba run's `env_kwargs`, e.g. its Atari protocol)."""
     from envs.registry import UnknownEnvError
 
     order = {"jax": [_jax_env], "host": [_host_env]}.get(backend)
@@ -154,16 +158,16 @@ def resolve_env(name: str, backend: str, layout: str) -> EvalEnv:
     errors = []
     for build in order:
         try:
-            return build(name)
+            return build(name, options or {})
         except (UnknownEnvError, ImportError, TypeError, ValueError) as e:
             errors.append(f"{build.__name__.strip('_')}: {e}")
     raise PolicyError(f"cannot build env {name!r}: " + "; ".join(errors))
 
 
-def trained_spec(name: str, layout: str, fallback: EvalEnv):
+def trained_spec(name: str, layout: str, fallback: EvalEnv, options: dict[str, Any] | None = None):
     """The spec of the env the checkpoint was trained on (the eval env's if that one cannot be built)."""
     try:
-        return resolve_env(name, "jax" if layout == "anakin" else "host", layout).spec
+        return resolve_env(name, "jax" if layout == "anakin" else "host", layout, options).spec
     except PolicyError as e:
         print(f"warning: {e}; assuming it matches {fallback.name!r}", file=sys.stderr)
         return fallback.spec
@@ -196,7 +200,7 @@ def run_episodes(agent, params, env: EvalEnv, episodes: int, seed: int, max_step
         return jax.jit(lambda p, k: evaluate_greedy(agent, env.jax_env, p, k, max_steps))(params, keys)
     from envs.adapters.make import make_host_env
 
-    host = make_host_env(env.name, episodes, seed=seed)
+    host = make_host_env(env.name, episodes, seed=seed, **env.options)
     try:
         return evaluate_host_greedy(agent, params, host, seed=seed, max_steps=max_steps)
     finally:

@@ -12,9 +12,9 @@ that many JAX devices with `jax_num_cpu_devices`). Training steps/s count traini
 calls only (compile excluded); env-only steps/s are measured after an ahead-of-time
 `.lower().compile()`, whose seconds are the compile figure.
 
-The table compares training rows with the reference figures quoted in DESIGN.md
-(a single-file JAX PPO on the same 2-core machine) and gives, on env-only rows, the
-fraction of the env ceiling that training reaches. Nothing is asserted about timings.
+The table gives, on env-only rows, the fraction of the env ceiling that training reaches.
+For podrl against a peer (rejax's PPO) timed in the same run, see scripts/bench_peers.py;
+no row here is compared with a figure from another run. Nothing is asserted about timings.
 
 Usage:
   python scripts/bench_anakin.py                                   # full run, 1 and 2 devices
@@ -34,10 +34,6 @@ from typing import Any
 
 from bench_common import (add_child_run_flags, configure_cpu_devices, emit_result, finish, fmt, load_note, median_of,
                           new_parser, repeats_document, run_child_script)
-
-REFERENCE_SPS = {"a_reference": 155_000.0, "b_throughput": 200_000.0}
-"""Conservative reference steps/s from DESIGN.md (single-file JAX PPO, this machine):
-120-155k on (a) with 5-7 s compile; ~200k at 256 envs (used for (b))."""
 
 TRAIN_ROWS = ("a_reference", "b_throughput")
 ENV_NAME = "CartPole-v1"
@@ -238,12 +234,11 @@ def run_status(run: dict[str, Any]) -> str:
 
 
 def add_ratios(rows: list[dict[str, Any]]) -> None:
-    """Training rows: `vs_reference`; env-only rows: `training_fraction_of_ceiling`."""
+    """Env-only rows: `training_fraction_of_ceiling` (training steps/s at the same envs and devices)."""
     training = {(r["num_envs"], r["devices"]): r for r in rows if r["name"] in TRAIN_ROWS}
     for row in rows:
         sps = row["steps_per_second"]
         if row["name"] in TRAIN_ROWS:
-            row["vs_reference"] = sps / REFERENCE_SPS[row["name"]] if sps else None
             continue
         train = training.get((row["num_envs"], row["devices"]))
         train_sps = train["steps_per_second"] if train else None
@@ -254,28 +249,24 @@ def add_ratios(rows: list[dict[str, Any]]) -> None:
 
 
 CAPTION = (
-    "vs reference = our steps/s / the DESIGN.md reference figure for a widely used single-file "
-    "JAX PPO on this machine (120-155k steps/s on (a) with 5-7 s compile; ~200k at 256 envs). "
-    "Conservative denominators: 155k for (a), 200k for (b) (that figure was measured at 256 envs, "
-    "not 2048). train/ceiling (env-only rows) = training steps/s / env-only steps/s at the same "
-    "env count and devices. Compile = AOT compile of the train call (env-only: of the scan chunk)."
+    "train/ceiling (env-only rows) = training steps/s / env-only steps/s at the same env count and "
+    "devices, from this run. Compile = AOT compile of the train call (env-only: of the scan chunk). "
+    "podrl against a peer measured in the same run: scripts/bench_peers.py."
 )
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     """The results as a markdown table with its caption."""
     lines = [
-        "| row | devices | envs x steps | steps/s | compile s | vs reference | train/ceiling |",
-        "|---|---:|---|---:|---:|---:|---:|",
+        "| row | devices | envs x steps | steps/s | compile s | train/ceiling |",
+        "|---|---:|---|---:|---:|---:|",
     ]
     for r in rows:
-        ratio = r.get("vs_reference") if r["name"] in TRAIN_ROWS else r.get("training_fraction_of_ceiling")
-        ratio_text = fmt(ratio, ".2f") + ("x" if ratio is not None and r["name"] in TRAIN_ROWS else "")
+        ratio = r.get("training_fraction_of_ceiling")
         cells = [
             r["name"], str(r["devices"]), f"{r['num_envs']} x {r['rollout_length']}",
             fmt(r["steps_per_second"], ",.0f") if "error" not in r else "FAILED",
             fmt(r["compile_seconds"], ".2f"),
-            ratio_text if r["name"] in TRAIN_ROWS else "",
             "" if r["name"] in TRAIN_ROWS else fmt(ratio, ".1%"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -287,7 +278,7 @@ def document(rows: list[dict[str, Any]], args: argparse.Namespace, wall_seconds:
     """The JSON document written by --out."""
     import jax
 
-    return repeats_document(rows, args, wall_seconds, jax.__version__, reference_steps_per_second=REFERENCE_SPS)
+    return repeats_document(rows, args, wall_seconds, jax.__version__)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -19,6 +19,13 @@ things are measured, each in its own subprocess (fresh JAX, its own CPU split):
              uniformly random valid actions in a plain loop: no inference, no
              learner, no JAX.
 
+Every row also gives the trajectory bytes per env step the learner receives
+(`podrl.sebulba.transport.bytes_per_step`, by field), e.g. 56,469 on Atari, where
+observation and next_observation are one 4x84x84 uint8 stack each. Atari
+(`--envs ale:Pong`) trains PPO with the Nature CNN torso on the default "machado"
+protocol (`envs.adapters.atari`); on 2 CPU cores a CNN update takes tens of seconds,
+so use `--quick` (3 updates) or `--updates N` there.
+
 The table gives Sebulba / ceiling next to the targets (>= 85% on ALE Pong, >= 50%
 on CartPole-v1) and where one update's time goes. Sebulba runs are sized from the
 ceiling measured just before them (`--seconds` of steady state if Sebulba ran at
@@ -33,6 +40,8 @@ Usage:
   python scripts/bench_sebulba.py --out bench.json --repeats 3     # median of 3 runs per point
   python scripts/bench_sebulba.py --lag 0 1 async --envs CartPole-v1
   python scripts/bench_sebulba.py --envs ale:Pong --threads 1 --num-envs 16
+  python scripts/bench_sebulba.py --envs ale:Pong --threads 1 --num-envs 8 --num-epochs 1 --num-minibatches 1 \
+      --updates 4 --out atari.json                                 # Atari on a small CPU: a tiny run
   python scripts/bench_sebulba.py --quick --envs CartPole-v1 --out /tmp/smoke.json   # smoke test
 """
 
@@ -95,6 +104,8 @@ def sebulba_measurement(p: Point, args: argparse.Namespace, ceiling_sps: float |
     spu = p.threads * p.envs_per_thread * length
     if args.quick:
         updates = QUICK_UPDATES
+    elif args.updates:
+        updates = args.updates
     else:
         wanted = (ceiling_sps or 0.0) * SIZING_RATIO * args.seconds
         updates = max(MIN_UPDATES, math.ceil(wanted / spu))
@@ -157,14 +168,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=10.0,
                         help=f"size Sebulba runs for this long at {SIZING_RATIO * 100:.0f}%% of the ceiling")
     parser.add_argument("--ceiling-seconds", type=float, default=5.0, help="env-only runs step this long")
+    parser.add_argument("--updates", type=int,
+                        help="Sebulba runs exactly this many updates (default: sized by --seconds)")
     parser.add_argument("--repeats", type=int, default=1, help="runs per point; the median is reported")
     add_child_run_flags(parser, timeout=600.0, quick_help="tiny runs (smoke test, numbers meaningless)")
     args = parser.parse_args(argv)
     if args.child:
         return args
-    positive = [args.repeats, args.num_epochs, args.num_minibatches, *(args.threads or []), *(args.num_envs or [])]
+    positive = [args.repeats, args.num_epochs, args.num_minibatches, *(args.threads or []), *(args.num_envs or []),
+                *([args.updates] if args.updates is not None else [])]
     if any(v < 1 for v in positive) or args.seconds <= 0 or args.ceiling_seconds <= 0:
-        parser.error("--repeats, --threads, --num-envs, --num-epochs, --num-minibatches and the seconds must be positive")
+        parser.error("--repeats, --threads, --num-envs, --num-epochs, --num-minibatches, --updates and the seconds "
+                     "must be positive")
     for lag in args.lag:
         if lag != "async" and not lag.isdigit():
             parser.error(f"--lag values are non-negative integers or 'async', got {lag!r}")

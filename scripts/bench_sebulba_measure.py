@@ -70,9 +70,43 @@ def summarize_history(history: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def agent_config_for(m: Measurement):
+    """The PPO config a Sebulba measurement trains (Atari frames get the Nature CNN torso)."""
+    from agents.ppo import PPOConfig
+
+    # Atari frames need a CNN torso (an mlp on [4, 84, 84] is a ConfigError since issue 11's torsos).
+    torso = "nature_cnn" if m.env.startswith(("ale:", "envpool:")) else "mlp"
+    return PPOConfig(num_minibatches=m.num_minibatches, num_epochs=m.num_epochs, torso=torso)
+
+
+def trajectory_bytes(env_name: str, agent_config, rollout_length: int) -> dict[str, float]:
+    """Bytes per env step of the trajectory the Sebulba learner receives for `env_name`, per field and
+    total (`podrl.sebulba.transport.bytes_per_step`); shapes from the env spec and `jax.eval_shape` of
+    the agent's act, so nothing compiles."""
+    import jax
+    import numpy as np
+
+    from envs.adapters.make import make_host_env
+    from envs.types import EnvSpec
+    from podrl.sebulba.transport import bytes_per_step, example_trajectory, step_record
+
+    env = make_host_env(env_name, 1)
+    spec = EnvSpec(env.observation_spec(), env.action_spec())
+    env.close()
+    agent = agent_config.make_agent(spec, 1)
+    key = jax.random.key(0)
+    params = jax.eval_shape(lambda k: agent.init(k, spec).params, key)
+    obs = np.zeros((1, *spec.observation.shape), spec.observation.dtype)
+    action, extras, _ = jax.eval_shape(agent.act, params, agent.init_actor_state(1), obs, key)
+    zeros = lambda s: np.zeros(s.shape, s.dtype)  # noqa: E731
+    flags = np.zeros(1, np.float32)  # reward, discount, truncated: cast by the transport
+    step = step_record(obs, zeros(action), flags, flags, flags, obs, jax.tree.map(zeros, extras))
+    actor_state = jax.device_get(agent.init_actor_state(1))
+    return bytes_per_step(example_trajectory(step, actor_state, rollout_length))
+
+
 def measure_sebulba(m: Measurement) -> dict[str, Any]:
     """Trains PPO with `train_sebulba`; returns steps/s, compile seconds and stage timings."""
-    from agents.ppo import PPOConfig
     from podrl.config import LoggingConfig
     from podrl.sebulba import SebulbaConfig, train_sebulba
 
@@ -81,11 +115,10 @@ def measure_sebulba(m: Measurement) -> dict[str, Any]:
         env=m.env, seed=m.seed, total_steps=num_updates * m.steps_per_update, actor_devices=(0,),
         learner_devices=(1,), threads_per_actor_device=m.threads, envs_per_thread=m.envs_per_thread,
         rollout_length=m.rollout_length, lag=m.lag, eval_episodes=0, log_every=max(1, num_updates // 10),
+        timeout_s=600.0,  # a Nature CNN update on a loaded 2-core CPU can take over a minute
         logging=LoggingConfig(run_dir=None, console=False),
     )
-    # Atari frames need a CNN torso (an mlp on [4, 84, 84] is a ConfigError since issue 11's torsos).
-    torso = "nature_cnn" if m.env.startswith("ale:") else "mlp"
-    agent_config = PPOConfig(num_minibatches=m.num_minibatches, num_epochs=m.num_epochs, torso=torso)
+    agent_config = agent_config_for(m)
     start = time.perf_counter()
     with CpuSampler() as cpu:
         result = train_sebulba(config, agent_config)
@@ -99,6 +132,7 @@ def measure_sebulba(m: Measurement) -> dict[str, Any]:
         "train_seconds": train_seconds,
         "child_wall_seconds": wall,
         "cpu_cores_used": cpu.cores_used(train_seconds),  # the training part (closing envs included)
+        "trajectory_bytes_per_step": trajectory_bytes(m.env, agent_config, m.rollout_length),
         **summarize_history(result.history),
     }
 

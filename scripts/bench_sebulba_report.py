@@ -41,6 +41,7 @@ def make_row(p, args: argparse.Namespace, ceiling_runs: list, sebulba_runs: list
         "cpu_cores_used": median_of(ok, "cpu_cores_used"),
         "ceiling_cpu_cores_used": median_of(ceiling_ok, "cpu_cores_used"),
         "stage_seconds_per_update": _median_stages(ok),
+        "trajectory_bytes_per_step": ok[0]["trajectory_bytes_per_step"] if ok else None,
         "runs": sebulba_runs,
         "ceiling_runs": ceiling_runs,
     }
@@ -75,7 +76,7 @@ def per_thread_breakdown(row: dict[str, Any]) -> dict[str, float]:
 def caption(args: argparse.Namespace) -> str:
     return (
         "Targets: Sebulba >= 85% of the env-only ceiling on ALE Pong ('ale:Pong', ale-py AtariVectorEnv, "
-        "84x84x4 uint8) and >= 50% on CartPole-v1 (gymnasium SyncVectorEnv). steps/s = "
+        "84x84x4 uint8, the default 'machado' protocol: sticky actions 0.25; PPO with the Nature CNN) and >= 50% on CartPole-v1 (gymnasium SyncVectorEnv). steps/s = "
         "SebulbaResult.steps_per_second (env steps consumed by the learner per second, compile "
         "excluded); ceiling = the same host vector env(s), one per actor thread, stepped concurrently "
         "with random actions and nothing else. PPO "
@@ -95,8 +96,8 @@ def markdown_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     lines = [
         "| env | threads x envs | lag | steps/s | ceiling steps/s | Sebulba/ceiling | target | compile s "
         "| cores S/ceil | wall ms | env ms | infer ms | put wait ms | actor other ms | learn ms | l.wait ms "
-        "| policy lag |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| policy lag | traj bytes/step |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         b = r.get("per_thread_ms_per_update") or {}
@@ -112,10 +113,25 @@ def markdown_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
             *(fmt(b.get(k), ".1f") for k in ("update_wall", "env_step", "inference", "actor_put_wait",
                                                 "actor_other", "learner_step", "learner_queue_wait")),
             fmt(r["policy_lag_mean"], ".2f"),
+            fmt((r["trajectory_bytes_per_step"] or {}).get("total"), ",.0f"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     loads = [run["load_1m"] for r in rows for run in r["runs"] + r["ceiling_runs"] if "load_1m" in run]
-    return "\n".join(lines) + "\n\n" + caption(args) + load_note(loads)
+    return "\n".join(lines) + "\n\n" + caption(args) + load_note(loads) + bytes_note(rows)
+
+
+def bytes_note(rows: list[dict[str, Any]]) -> str:
+    """The caption's sentence on trajectory memory: bytes per env step by field, once per env."""
+    notes = {}
+    for r in rows:
+        sizes = r.get("trajectory_bytes_per_step")
+        if sizes and r["env"] not in notes:
+            fields = ", ".join(f"{k} {v:,.0f}" for k, v in sizes.items() if k != "total" and v)
+            notes[r["env"]] = f"{r['env']}: {sizes['total']:,.0f} ({fields})"
+    if not notes:
+        return ""
+    return (" Trajectory bytes per env step (what the learner receives; next_observation repeats the "
+            "observation of the following step): " + "; ".join(notes.values()) + ".")
 
 
 def document(rows: list[dict[str, Any]], args: argparse.Namespace, wall_seconds: float) -> dict[str, Any]:

@@ -8,11 +8,12 @@ import os
 import sys
 import traceback
 import typing
-from typing import Annotated, Callable, Sequence, TypeVar, Union
+from typing import Annotated, Callable, Literal, Sequence, TypeVar, Union
 
 import tyro
 
 from agents import AGENTS, UnknownAgentError, config_from_saved
+from podrl import presets
 from podrl.config_json import config_from_json
 from podrl.distributed import DistributedConfig, initialize
 from podrl.errors import ConfigError, UserInputError
@@ -31,6 +32,9 @@ def default_agent():
 
 
 Args = TypeVar("Args")
+
+PresetName = Literal[tuple(presets.PRESETS)]  # type: ignore[valid-type]
+"""`--preset NAME`: one of `podrl.presets.PRESETS`."""
 
 Distributed = Annotated[DistributedConfig, tyro.conf.arg(name="")]
 """Flattened multi-process flags: --coordinator, --num-processes, --process-id, --distributed-auto."""
@@ -55,8 +59,44 @@ def report_user_error(error: UserInputError, debug: bool) -> int:
     return 2
 
 
+def preset_flag(argv: Sequence[str]) -> str | None:
+    """The NAME of `--preset NAME` / `--preset=NAME` in `argv` (the last one wins), else None."""
+    name = None
+    for i, arg in enumerate(argv):
+        if arg == "--preset" and i + 1 < len(argv):
+            name = argv[i + 1]
+        elif arg.startswith("--preset="):
+            name = arg.partition("=")[2]
+    return name
+
+
+def with_agent_subcommand(argv: list[str], agent: str) -> list[str]:
+    """`argv` with `agent:<agent>` selected when it has `--agent.*` flags but no `agent:` subcommand.
+
+    tyro reads agent flags only after the subcommand that picks the agent; this puts the
+    `--agent.*` flags (each with its values) after `agent:<agent>` at the end, so
+    `--preset minatar-impala --agent.learning-rate 1e-3` needs no `agent:impala`.
+    """
+    if any(a.startswith("agent:") for a in argv) or not any(a.startswith("--agent.") for a in argv):
+        return argv
+    rest, agent_args, in_agent = [], [], False
+    for arg in argv:
+        if arg.startswith("--"):
+            in_agent = arg.startswith("--agent.")
+        (agent_args if in_agent else rest).append(arg)
+    return rest + [f"agent:{agent}"] + agent_args
+
+
+def _layout(args_type: type) -> str:
+    run_type = typing.get_type_hints(args_type, include_extras=False)["run"]
+    return run_type.layout
+
+
 def run_cli(args_type: type[Args], train: Callable[[Args], object], argv: list[str] | None = None) -> int:
     """Parses `args_type` with tyro and calls `train`.
+
+    With `--preset NAME`, the preset's run and agent fields (`podrl.presets`) are the
+    defaults that the other flags override.
 
     A `UserInputError` (invalid config, unknown env, unsupported space, an env that
     breaks its spec, a missing extra, an unreadable checkpoint) exits 2 with its
@@ -69,16 +109,26 @@ def run_cli(args_type: type[Args], train: Callable[[Args], object], argv: list[s
     """
     sys.path.insert(0, os.getcwd())  # `--env my_pkg.my_env:MyEnv` resolves from the working directory
     debug, argv = debug_requested(sys.argv[1:] if argv is None else argv)
+    description = f"{inspect.getdoc(args_type)}\n\n{presets.help_text(_layout(args_type))}\n\n{DEBUG_HELP}"
     try:
-        args = tyro.cli(args_type, args=argv, description=f"{inspect.getdoc(args_type)}\n\n{DEBUG_HELP}")
+        name = preset_flag(argv)
+        default = presets.preset_args(args_type, presets.get(name)) if name in presets.PRESETS else None
+        given = argv
+        argv = with_agent_subcommand(given, presets.get(name).agent if default is not None else next(iter(AGENTS)))
+        args = tyro.cli(args_type, args=argv, default=default, description=description)
         import jax
 
         if args.cpu_devices is not None:
             jax.config.update("jax_num_cpu_devices", args.cpu_devices)
         initialize(args.distributed)
         if args.run.checkpoint.resume is not None:  # again, now with the checkpoint's values as defaults
-            args = tyro.cli(args_type, args=argv, default=resume_defaults(args_type, args.run.checkpoint.resume),
-                            description=f"{inspect.getdoc(args_type)}\n\n{DEBUG_HELP}")
+            if args.preset is not None:
+                raise ConfigError("preset", "a resumed run keeps its checkpoint's config; drop --preset "
+                                            "(flags given with --resume still override single fields)")
+            default = resume_defaults(args_type, args.run.checkpoint.resume)
+            agent = next(n for n, entry in AGENTS.items() if isinstance(default.agent, entry.config))
+            args = tyro.cli(args_type, args=with_agent_subcommand(given, agent), default=default,
+                            description=description)
         train(args)
     except UserInputError as e:
         return report_user_error(e, debug)

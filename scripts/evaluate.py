@@ -35,6 +35,7 @@ import tyro
 
 from podrl.policy import (PolicyError, check_spec, load_policy, open_checkpoint, resolve_env, run_episodes,
                           trained_spec)
+from podrl.sebulba.config import parse_env_kwargs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,9 +71,11 @@ def evaluate(args: EvaluateArgs) -> dict[str, Any]:
     checkpointer, step, config = open_checkpoint(args.checkpoint, args.step)
     try:
         layout, run = config["layout"], config["run"]
-        own = resolve_env(run["env"], "jax" if layout == "anakin" else "host", layout) if not args.env else None
+        options = parse_env_kwargs(tuple(run.get("env_kwargs") or ()))  # e.g. the run's Atari protocol
+        own_backend = "jax" if layout == "anakin" else "host"
+        own = resolve_env(run["env"], own_backend, layout, options) if not args.env else None
         env = own or resolve_env(args.env, args.backend, layout)
-        trained = own.spec if own else trained_spec(run["env"], layout, env)
+        trained = own.spec if own else trained_spec(run["env"], layout, env, options)
         check_spec(trained, env)
         agent, params = load_policy(config, checkpointer, step, trained, args.seed_index)
     finally:

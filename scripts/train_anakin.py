@@ -16,7 +16,7 @@ from typing import Annotated
 
 import tyro
 
-from cli_common import AgentChoice, Distributed, default_agent, run_cli
+from cli_common import AgentChoice, Distributed, PresetName, default_agent, run_cli
 from podrl.distributed import DistributedConfig
 from podrl.config import AnakinConfig
 
@@ -30,6 +30,8 @@ class TrainAnakinArgs:
     """The agent and its hyperparameters."""
     distributed: Distributed = dataclasses.field(default_factory=DistributedConfig)
     """Multi-process (multi-host) settings; defaults run one process."""
+    preset: PresetName | None = None
+    """Start from a named config with known-good hyperparameters (listed above); other flags override its fields."""
     cpu_devices: int | None = None
     """On CPU, split the host into this many JAX devices (a fake mesh; same as XLA_FLAGS=--xla_force_host_platform_device_count=N)."""
 

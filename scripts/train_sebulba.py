@@ -2,7 +2,10 @@
 
 Examples:
   python scripts/train_sebulba.py --cpu-devices 3                          # PPO, gymnasium CartPole-v1
-  python scripts/train_sebulba.py --env ale:Pong --envs-per-thread 16 --lag 1 agent:impala --agent.torso nature_cnn
+  python scripts/train_sebulba.py --env ale:Pong --envs-per-thread 16 --lag 1 agent:impala --agent.torso nature_cnn \
+      --agent.reward-clip 1.0                                              # Machado et al. 2018 protocol (default)
+  python scripts/train_sebulba.py --env ale:Breakout --env-kwargs protocol=dqn full_action_space=True \
+      agent:ppo --agent.torso nature_cnn --agent.reward-clip 1.0           # DQN-era protocol, 18 actions
   python scripts/train_sebulba.py --env jax:Acrobot-v1 --threads-per-actor-device 2
   python scripts/train_sebulba.py --env dm_env:my_pkg.envs:make_env       # a dm_env.Environment factory
   python scripts/train_sebulba.py --env my_pkg.envs:make_env              # gymnasium / dm_env / vector env factory
@@ -16,7 +19,7 @@ from typing import Annotated
 
 import tyro
 
-from cli_common import AgentChoice, Distributed, default_agent, run_cli
+from cli_common import AgentChoice, Distributed, PresetName, default_agent, run_cli
 from podrl.distributed import DistributedConfig
 from podrl.sebulba.config import SebulbaConfig
 
@@ -30,6 +33,8 @@ class TrainSebulbaArgs:
     """The agent and its hyperparameters."""
     distributed: Distributed = dataclasses.field(default_factory=DistributedConfig)
     """Multi-process (multi-host) settings; defaults run one process."""
+    preset: PresetName | None = None
+    """Start from a named config with known-good hyperparameters (listed above); other flags override its fields."""
     cpu_devices: int | None = None
     """On CPU, split the host into this many JAX devices (actors on --actor-devices, learners on the rest)."""
 

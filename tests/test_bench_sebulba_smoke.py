@@ -37,4 +37,7 @@ def test_quick_benchmark_writes_every_point(tmp_path):
         stages = row["stage_seconds_per_update"]
         assert stages["time/env_step_s"] > 0 and stages["time/inference_s"] > 0, stages
         assert stages["time/learner_step_s"] > 0, stages
-    assert "| env | threads x envs | lag |" in proc.stdout
+        # float32 obs [4] twice, int32 action, float32 reward and discount, bool truncated, PPO's log_prob and value
+        assert row["trajectory_bytes_per_step"]["total"] == 16 + 16 + 4 + 4 + 4 + 1 + 8, row
+    assert "| env | threads x envs | lag |" in proc.stdout and "traj bytes/step" in proc.stdout
+    assert "CartPole-v1: 53 (observation 16, " in proc.stdout

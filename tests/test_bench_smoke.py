@@ -36,6 +36,21 @@ def test_quick_benchmark_writes_every_row(tmp_path):
         assert row["steps_per_second"] > 0, row
         assert row["compile_seconds"] > 0, row
         assert row["rollout_length"] > 0 and row["config"]["env"] == "CartPole-v1"
-    assert all(r["vs_reference"] > 0 for r in rows if r["name"] != "c_env_only")
+    assert not any("reference" in key for r in rows for key in r if key != "name")  # no ratio to another run
     assert all(r["training_fraction_of_ceiling"] > 0 for r in rows if r["name"] == "c_env_only")
     assert "| row | devices |" in proc.stdout
+
+
+def test_bench_peers_without_the_peer_says_not_measured(tmp_path):
+    """Without the peer venv the peer's cells say so, never a number; podrl's row is measured."""
+    out = tmp_path / "peers.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT.parent / "bench_peers.py"), "--quick", "--repeats", "1", "--only", "4x128",
+         "--peer-python", str(tmp_path / "no-such-python"), "--out", str(out)],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["podrl"]["measured"] and row["podrl"]["steps_per_second"] > 0
+    assert not row["rejax"]["measured"] and row["steps_ratio"] is None
+    assert "| 4x128 | rejax | not measured |" in proc.stdout and "not checked" in proc.stdout

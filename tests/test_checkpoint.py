@@ -46,13 +46,15 @@ def leaves(tree) -> list[np.ndarray]:
 
 
 @pytest.mark.timeout(300)
-def test_anakin_stop_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, cpu_devices):
-    whole = train_anakin(anakin(tmp_path, "whole"), PPOConfig())
-    first = train_anakin(anakin(tmp_path, "part", stop_after_updates=4), PPOConfig())
+@pytest.mark.parametrize("agent", [PPOConfig(), PPOConfig(core="lstm", core_size=16)], ids=["ppo", "ppo-lstm"])
+def test_anakin_stop_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, cpu_devices, agent):
+    """With an LSTM core the actors' core states (`acting.actor_state`) resume too."""
+    whole = train_anakin(anakin(tmp_path, "whole"), agent)
+    first = train_anakin(anakin(tmp_path, "part", stop_after_updates=4), agent)
     assert first.stopped_by == "stop_after_updates"
     assert int(np.asarray(first.state.train_state.update_step)[0]) == 4
     assert [r["updates"] for r in first.history] == [3, 4]
-    rest = train_anakin(anakin(tmp_path, "rest", resume=str(tmp_path / "part")), PPOConfig())
+    rest = train_anakin(anakin(tmp_path, "rest", resume=str(tmp_path / "part")), agent)
     assert rest.stopped_by is None
     assert int(np.asarray(rest.state.train_state.update_step)[0]) == 10
     # it started at update 4 and ran exactly the 6 missing updates (calls 4..7 and 7..10);
@@ -61,6 +63,8 @@ def test_anakin_stop_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, c
     assert [r["step"] for r in rest.history] == [7 * 8 * 16, 10 * 8 * 16]
     for a, b in zip(leaves(whole.state), leaves(rest.state), strict=True):  # params, optimizer, env states, keys
         np.testing.assert_array_equal(a, b)
+    if agent.core != "none":  # the carried core states are among the leaves compared, and not zeros
+        assert np.abs(leaves(rest.state.acting.actor_state)[0]).max() > 0
     assert not np.array_equal(leaves(first.state.train_state.params)[0], leaves(rest.state.train_state.params)[0])
     # the resumed run kept writing into the checkpoint folder it resumed from
     assert Checkpointer(resume_dir(str(tmp_path / "part")), read_only=True).latest_step() == 10

@@ -408,7 +408,7 @@ def test_ale_pong_smoke():
     pytest.importorskip("ale_py")
     with pytest.raises(envs.UnknownEnvError, match="NoSuchGame"):
         make_host_env("ale:NoSuchGame", num_envs=1, seed=0)
-    env = make_host_env("ale:Pong", num_envs=2, seed=0, max_num_frames_per_episode=80)
+    env = make_host_env("ale:Pong", num_envs=2, seed=0, max_episode_frames=80)
     assert env.observation_spec().shape == (4, 84, 84) and env.observation_spec().dtype == np.uint8
     check_host_env(env, steps=4)
     ts = env.reset(0)
@@ -437,7 +437,7 @@ def test_envpool_pong_smoke():
 
     with pytest.raises(envs.UnknownEnvError, match="NoSuch-v5"):
         make_host_env("envpool:NoSuch-v5", num_envs=1, seed=0)
-    env = make_host_env("envpool:Pong-v5", num_envs=2, seed=0, max_episode_steps=10)
+    env = make_host_env("envpool:Pong-v5", num_envs=2, seed=0, max_episode_frames=40)
     check_host_env(env, steps=4)
     first = env.reset(3)
     for _ in range(10):

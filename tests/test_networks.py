@@ -216,6 +216,7 @@ def test_torso_that_cannot_read_the_observations_is_a_config_error(config_cls):
     with pytest.raises(ConfigError, match=r"^torso: .*\(4, 84, 84\).*nature_cnn") as err:
         config_cls().make_agent(_spec(ATARI, np.uint8), 10)
     assert err.value.field == "torso"
+    config_cls().make_agent(_spec(MINATAR, np.float32), 10)  # a small grid may be flattened (gymnax-blines)
 
 
 @pytest.mark.parametrize("field, value", [("torso", "resnet50"), ("torso", None), ("shared_torso", "yes"),

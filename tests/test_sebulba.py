@@ -38,6 +38,29 @@ def tiny(**overrides) -> SebulbaConfig:
     return SebulbaConfig(**base)
 
 
+def anakin_sebulba_params(agent_config, T: int = 16, B: int = 8, U: int = 5, env: str = "CartPole-v1"):
+    """`(anakin, sebulba, init)` parameter leaves after `U` updates of `agent_config` on `env`
+    in both layouts with the same seed: Anakin on one device, Sebulba with lag=0, one actor
+    thread, the JAX env through the host adapter and one learner device; `init` is the
+    params both started from. Sebulba skips its final evaluation (a host loop; params are compared)."""
+    anakin = train_anakin(AnakinConfig(env=env, num_envs=B, rollout_length=T, total_steps=T * B * U,
+                                       num_devices=1, updates_per_call=U, eval_every=0, logging=QUIET),
+                          agent_config)
+    sebulba = train_sebulba(SebulbaConfig(env=f"jax:{env}", envs_per_thread=B, rollout_length=T,
+                                          total_steps=T * B * U, actor_devices=(0,), learner_devices=(1,),
+                                          lag="0", eval_episodes=0, logging=QUIET), agent_config)
+    assert int(np.asarray(sebulba.train_state.update_step)) == U
+    spec = envs.env_spec(make(env))
+    init = agent_config.make_agent(spec, U).init(jax.random.split(jax.random.key(0), 3)[0], spec)
+    a_leaves = [np.asarray(a)[0] for a in jax.tree.leaves(anakin.state.train_state.params)]
+    return a_leaves, [np.asarray(s) for s in jax.tree.leaves(sebulba.train_state.params)], \
+        [np.asarray(i) for i in jax.tree.leaves(init.params)]
+
+
+def max_diffs(a_leaves, b_leaves) -> list[float]:
+    return [float(np.max(np.abs(a - b))) for a, b in zip(a_leaves, b_leaves, strict=True)]
+
+
 @pytest.mark.timeout(300)
 def test_parity_with_anakin_same_seed(cpu_devices):
     """lag=0, one actor thread, JAX CartPole through the host adapter, one learner device:
@@ -47,23 +70,10 @@ def test_parity_with_anakin_same_seed(cpu_devices):
     runs `act` as its own jitted call, so the stored values differ in the last float
     bits; the actions (discrete) and episodes are identical. Bound: 1e-6.
     """
-    T, B, U = 16, 8, 5
-    anakin = train_anakin(AnakinConfig(env="CartPole-v1", num_envs=B, rollout_length=T, total_steps=T * B * U,
-                                       num_devices=1, updates_per_call=U, eval_every=0, logging=QUIET), PPOConfig())
-    sebulba = train_sebulba(SebulbaConfig(env="jax:CartPole-v1", envs_per_thread=B, rollout_length=T,
-                                          total_steps=T * B * U, actor_devices=(0,), learner_devices=(1,),
-                                          lag="0", logging=QUIET), PPOConfig())
-    a_leaves = jax.tree.leaves(anakin.state.train_state.params)
-    s_leaves = jax.tree.leaves(sebulba.train_state.params)
-    assert int(np.asarray(sebulba.train_state.update_step)) == U
-    diffs = [float(np.max(np.abs(np.asarray(a)[0] - np.asarray(s)))) for a, s in zip(a_leaves, s_leaves, strict=True)]
-    assert max(diffs) < 1e-6, diffs
+    anakin, sebulba, init = anakin_sebulba_params(PPOConfig())
+    assert max(max_diffs(anakin, sebulba)) < 1e-6, max_diffs(anakin, sebulba)
     # ...while the updates moved the params by far more than that.
-    spec = envs.env_spec(make("CartPole-v1"))
-    init = PPOConfig().make_agent(spec, U).init(jax.random.split(jax.random.key(0), 3)[0], spec)
-    moved = [float(np.max(np.abs(np.asarray(a)[0] - np.asarray(i))))
-             for a, i in zip(a_leaves, jax.tree.leaves(init.params), strict=True)]
-    assert max(moved) > 1e-3
+    assert max(max_diffs(anakin, init)) > 1e-3
 
 
 @pytest.mark.parametrize("lag, expect", [("0", "zero"), ("1", "one"), ("async", "bounded")])

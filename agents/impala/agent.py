@@ -14,7 +14,6 @@ import functools
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import optax
 
 from agents.actor_critic import (
@@ -22,6 +21,7 @@ from agents.actor_critic import (
 )
 from agents.impala.config import ImpalaConfig
 from agents.impala.losses import make_loss_fn
+from agents.unroll import env_minibatches
 from envs.types import EnvSpec
 from podrl.types import Agent, Metrics, TrainState, Trajectory
 
@@ -48,13 +48,8 @@ def make_agent(config: ImpalaConfig, env_spec: EnvSpec, total_updates: int) -> A
 def _minibatches(traj: Trajectory, m: int) -> Trajectory:
     """`[T, B]` -> `[m, T, B / m]` (actor state `[B]` -> `[m, B / m]`): env columns
     `i * B/m ..` go to minibatch i, each sequence whole."""
-
-    def split(x, axis):
-        shape = x.shape[:axis] + (m, x.shape[axis] // m) + x.shape[axis + 1:]
-        return jnp.moveaxis(x.reshape(shape), axis, 0)
-
-    steps = jax.tree.map(lambda x: split(x, 1), traj._replace(actor_state=()))
-    return steps._replace(actor_state=jax.tree.map(lambda x: split(x, 0), traj.actor_state))
+    steps, actor_state = env_minibatches(traj._replace(actor_state=()), traj.actor_state, m)
+    return steps._replace(actor_state=actor_state)
 
 
 def _update(parts: Parts, train_state: TrainState, traj: Trajectory, key: Array) -> tuple[TrainState, Metrics]:

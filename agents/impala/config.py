@@ -17,6 +17,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from agents.config_checks import NetworkConfig, check_network_fields
+from agents.reward_clip import RewardClipConfig, check_reward_clip
 from podrl.errors import ConfigError, require_int, require_number
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ OPTIMIZERS = ("adam", "rmsprop")
 
 
 @dataclasses.dataclass(frozen=True)
-class ImpalaConfig(NetworkConfig):
+class ImpalaConfig(RewardClipConfig, NetworkConfig):
     """IMPALA (Espeholt et al. 2018, arXiv:1802.01561): actor-critic with V-trace off-policy correction."""
 
     learning_rate: float = 1e-3
@@ -75,6 +76,7 @@ class ImpalaConfig(NetworkConfig):
         require_number(self, "entropy_coef", low=0.0)
         require_int(self, "num_minibatches")
         check_network_fields(self)
+        check_reward_clip(self)
 
     def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
         """Raises ConfigError("num_minibatches") unless it divides the shard's envs (sequences stay whole)."""

@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from agents.networks import ActorCritic, action_distribution
-from agents.returns import batched_vtrace
+from agents.returns import batched_vtrace, learner_rewards
+from agents.unroll import trajectory_outputs
 from podrl.types import Trajectory
 
 if TYPE_CHECKING:
@@ -23,10 +24,11 @@ def make_loss_fn(config: ImpalaConfig, network: ActorCritic) -> LossFn:
 
     `batch` is a time-major `Trajectory` `[T, B]` whose `agent_extras["log_prob"]`
     is log mu(a_t|x_t) of the behaviour (acting) policy. With the *current*
-    params, pi and V(x_t), V(x_{t+1}) (from `next_observation`) give
+    params, pi and V(x_t), V(x_{t+1}) (from `next_observation`; with a recurrent core
+    re-unrolled from `batch.actor_state`, see `agents.unroll`) give
 
       rho_t        = pi(a_t|x_t) / mu(a_t|x_t)
-      vs, A        = V-trace(V(x_t), V(x_{t+1}), reward_scale * r_t, gamma * discount_t,
+      vs, A        = V-trace(V(x_t), V(x_{t+1}), reward_scale * clip(r_t), gamma * discount_t,
                              episode_end_t, rho_t)          (`agents.returns.vtrace`)
       policy_loss  = -mean(A_t log pi(a_t|x_t))
       value_loss   = 0.5 mean((vs_t - V(x_t))^2)
@@ -34,6 +36,7 @@ def make_loss_fn(config: ImpalaConfig, network: ActorCritic) -> LossFn:
 
     with `lax.stop_gradient` on vs, A (and everything they are built from), so
     gradients flow only through log pi and V(x_t). Means are over `T * B`.
+    clip(r_t) clips to [-reward_clip, reward_clip] when `reward_clip` is set (`learner_rewards`).
     Metrics (scalars): policy_loss, value_loss, entropy, mean_rho, approx_kl
     (mean((rho - 1) - log rho)), and the share of steps whose ratio exceeds each
     clip threshold: rho_clip_fraction, c_clip_fraction, pg_rho_clip_fraction.
@@ -44,13 +47,12 @@ def make_loss_fn(config: ImpalaConfig, network: ActorCritic) -> LossFn:
 
     def loss_fn(params, batch: Trajectory, key: Array) -> tuple[Array, dict[str, Array]]:
         del key
-        dist_params, value = network.apply(params, batch.observation)
-        next_value = network.apply(params, batch.next_observation, method=ActorCritic.value)
+        dist_params, value, next_value = trajectory_outputs(network, params, batch)
         log_prob = dist.log_prob(dist_params, batch.action)
         log_rho = sg(log_prob) - batch.agent_extras["log_prob"]
         rho = jnp.exp(log_rho)
         vs, pg_advantage = batched_vtrace(
-            sg(value), sg(next_value), batch.reward * config.reward_scale,
+            sg(value), sg(next_value), learner_rewards(batch.reward, config.reward_clip, config.reward_scale),
             config.gamma * batch.discount, batch.episode_end, rho,
             config.vtrace_lambda, config.clip_rho, config.clip_pg_rho, config.clip_c,
         )

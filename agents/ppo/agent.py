@@ -4,6 +4,10 @@
 across shards only through `podrl.parallel`: `learner_value_and_grad` averages
 gradients once per minibatch, `mean_across_learners` averages metrics once per
 update. Acting, init and the SGD step are `agents.actor_critic`'s.
+
+With a recurrent core (`config.core`) the batch stays time-major: minibatches are whole
+env columns `[T, B / m]`, and the loss re-unrolls the core over each (`agents.unroll`);
+feed-forward PPO shuffles the `T * B` transitions.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ import optax
 from agents.actor_critic import (
     Parts, actor_critic_agent, clipped_flat_optimizer, finish_update, lr_schedule, sgd_step,
 )
-from agents.networks import ActorCritic
+from agents.cores import is_recurrent
 from agents.ppo.config import PPOConfig
 from agents.ppo.losses import PPOBatch, make_loss_fn
-from agents.returns import batched_gae
+from agents.returns import batched_gae, learner_rewards
+from agents.unroll import env_minibatches, next_values
 from envs.types import EnvSpec
 from podrl.types import Agent, Metrics, TrainState, Trajectory
 
@@ -40,20 +45,27 @@ def make_agent(config: PPOConfig, env_spec: EnvSpec, total_updates: int) -> Agen
     return actor_critic_agent(config, env_spec, total_updates, make_optimizer, make_loss_fn, _update)
 
 
-def _flat_batch(parts: Parts, params, traj: Trajectory) -> PPOBatch:
-    """GAE on the `[T, B]` trajectory, then flattened to `N = T * B` transitions."""
+def _gae_batch(parts: Parts, params, traj: Trajectory) -> PPOBatch:
+    """GAE on the `[T, B]` trajectory: a `[T, B]` PPOBatch (with a core, plus the sequence fields)."""
     cfg = parts.config
     for name in ("log_prob", "value"):
         if name not in traj.agent_extras:
             raise ValueError(f"Trajectory.agent_extras lacks {name!r}; PPO's act records it")
     value = traj.agent_extras["value"]
-    next_value = parts.network.apply(params, traj.next_observation, method=ActorCritic.value)
+    next_value = next_values(parts.network, params, traj)
     advantage, target = batched_gae(
-        r_t=traj.reward * cfg.reward_scale, discount_t=traj.discount, episode_end_t=traj.episode_end,
-        v_tm1=value, v_t=next_value, gamma=cfg.gamma, lambda_=cfg.gae_lambda,
+        r_t=learner_rewards(traj.reward, cfg.reward_clip, cfg.reward_scale), discount_t=traj.discount,
+        episode_end_t=traj.episode_end, v_tm1=value, v_t=next_value, gamma=cfg.gamma, lambda_=cfg.gae_lambda,
     )
     batch = PPOBatch(traj.observation, traj.action, traj.agent_extras["log_prob"], advantage, target, value)
-    n = traj.reward.size
+    if is_recurrent(parts.network):
+        return batch._replace(actor_state=traj.actor_state, episode_end=traj.episode_end)
+    return batch
+
+
+def _flatten(batch: PPOBatch) -> PPOBatch:
+    """`[T, B]` -> `N = T * B` transitions (feed-forward)."""
+    n = batch.advantage.size
     return jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), batch)
 
 
@@ -65,14 +77,29 @@ def _epoch(parts: Parts, batch: PPOBatch, carry, key: Array):
     return jax.lax.scan(functools.partial(sgd_step, parts, key), carry, minibatches)
 
 
+def _sequence_epoch(parts: Parts, batch: PPOBatch, carry, key: Array):
+    """One pass over the `[T, B]` sequences (recurrent core) in `num_minibatches` minibatches of
+    whole env columns `[T, B / m]` (envs shuffled, time never): each re-unrolls its core from
+    its columns' `actor_state`."""
+    perm = jax.random.permutation(key, batch.advantage.shape[1])
+    steps = jax.tree.map(lambda x: x[:, perm], batch._replace(actor_state=()))
+    steps, actor_state = env_minibatches(steps, jax.tree.map(lambda x: x[perm], batch.actor_state),
+                                         parts.config.num_minibatches)
+    minibatches = steps._replace(actor_state=actor_state)
+    return jax.lax.scan(functools.partial(sgd_step, parts, key), carry, minibatches)
+
+
 def _update(parts: Parts, train_state: TrainState, traj: Trajectory, key: Array) -> tuple[TrainState, Metrics]:
     """num_epochs x num_minibatches Adam steps on this shard's trajectory."""
     cfg = parts.config
     traj.validate()
     parts.config.check_batch(*traj.reward.shape)
-    batch = _flat_batch(parts, train_state.params, traj)
+    batch = _gae_batch(parts, train_state.params, traj)
+    recurrent = is_recurrent(parts.network)
+    epoch = _sequence_epoch if recurrent else _epoch
+    batch = batch if recurrent else _flatten(batch)
     keys = jax.random.split(key, cfg.num_epochs)
     (params, opt_state), metrics = jax.lax.scan(
-        functools.partial(_epoch, parts, batch), (train_state.params, train_state.opt_state), keys
+        functools.partial(epoch, parts, batch), (train_state.params, train_state.opt_state), keys
     )
     return finish_update(parts, train_state, params, opt_state, metrics)

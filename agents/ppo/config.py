@@ -11,6 +11,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from agents.config_checks import NetworkConfig, check_network_fields
+from agents.reward_clip import RewardClipConfig, check_reward_clip
 from podrl.errors import ConfigError, require_int, require_number
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig(NetworkConfig):
+class PPOConfig(RewardClipConfig, NetworkConfig):
     """Proximal Policy Optimization (Schulman et al. 2017, arXiv:1707.06347) with GAE.
 
     `clip_value_loss` defaults to True to match the reference implementations
@@ -39,7 +40,7 @@ class PPOConfig(NetworkConfig):
     num_epochs: int = 4
     """Passes over each rollout per update."""
     num_minibatches: int = 4
-    """Minibatches per epoch, per learner shard; must divide rollout_length * envs_per_shard."""
+    """Minibatches per epoch, per learner shard; must divide rollout_length * envs_per_shard (with a core: envs_per_shard, minibatches are whole env sequences)."""
     clip_eps: float = 0.2
     """PPO ratio clip range epsilon (also the value clip range when clip_value_loss)."""
     clip_value_loss: bool = True
@@ -72,9 +73,21 @@ class PPOConfig(NetworkConfig):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, f"must be True or False, got {getattr(self, name)!r}")
         check_network_fields(self)
+        check_reward_clip(self)
 
     def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
-        """Raises ConfigError("num_minibatches") unless the shard batch splits evenly."""
+        """Raises ConfigError("num_minibatches") unless the shard batch splits evenly: into
+        transitions (feed-forward), or into whole env sequences `[T, B / m]` with a core (the
+        learner re-unrolls the core along time, so minibatches never cut or shuffle time)."""
+        if self.core != "none":
+            if envs_per_shard % self.num_minibatches != 0:
+                raise ConfigError(
+                    "num_minibatches",
+                    f"{self.num_minibatches} minibatches do not divide the {envs_per_shard} envs per shard; "
+                    f"with core={self.core!r} PPO minibatches whole {rollout_length}-step env sequences "
+                    f"(never shuffling time), so num_minibatches must divide envs_per_shard",
+                )
+            return
         batch = rollout_length * envs_per_shard
         if batch % self.num_minibatches != 0:
             raise ConfigError(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from agents.networks import ActorCritic, action_distribution
+from agents.unroll import policy_and_value
 
 if TYPE_CHECKING:
     from agents.ppo.config import PPOConfig
@@ -17,7 +18,8 @@ LossFn = Callable[[object, "PPOBatch", Array], tuple[Array, dict[str, Array]]]
 
 
 class PPOBatch(NamedTuple):
-    """A flat minibatch of `N` transitions.
+    """A flat minibatch of `N` transitions, or with a recurrent core `[T, B]` whole sequences
+    (then `N` reads `T, B` below) with the two sequence fields.
 
     Attributes:
       observation: `[N, *obs]`.
@@ -26,6 +28,8 @@ class PPOBatch(NamedTuple):
       advantage: `[N]`, GAE advantage (not yet normalized).
       target: `[N]`, the critic's regression target (advantage + old value).
       value: `[N]`, V_old(o), the acting-time value (centre of the value clip).
+      actor_state: recurrent only, the core state before step 0, `[B, ...]` (else ()).
+      episode_end: recurrent only, `[T, B]` bool, where the core is reset (else None).
     """
 
     observation: Array
@@ -34,6 +38,8 @@ class PPOBatch(NamedTuple):
     advantage: Array
     target: Array
     value: Array
+    actor_state: Any = ()
+    episode_end: Array | None = None
 
 
 def make_loss_fn(config: PPOConfig, network: ActorCritic) -> LossFn:
@@ -55,7 +61,8 @@ def make_loss_fn(config: PPOConfig, network: ActorCritic) -> LossFn:
 
     def loss_fn(params, batch: PPOBatch, key: Array) -> tuple[Array, dict[str, Array]]:
         del key
-        dist_params, value = network.apply(params, batch.observation)
+        dist_params, value = policy_and_value(network, params, batch.observation, batch.actor_state,
+                                              batch.episode_end)
         log_ratio = dist.log_prob(dist_params, batch.action) - batch.log_prob
         ratio = jnp.exp(log_ratio)
 

@@ -1,17 +1,17 @@
 """Atari (ALE) host envs via ale-py: optional, `pip install 'podrl[atari]'` (ale-py).
 
-`make_ale_env("Pong", num_envs)` returns a `GymnasiumVectorEnv` over
+`make_ale_env("Pong", num_envs, protocol="machado")` returns a `GymnasiumVectorEnv` over
 
 * ale-py's own batched `ale_py.AtariVectorEnv` (C++ threads, ale-py >= 0.11)
   when available, run in SAME_STEP autoreset mode; or else
-* gymnasium's `ALE/<Game>-v5` single envs (needs opencv) with the standard preprocessing
-  (`AtariPreprocessing`: 30 no-op starts, frame skip 4, max-pool, 84x84
-  grayscale; reward clipped to [-1, 1]; 4 stacked frames).
+* gymnasium's `ALE/<Game>-v5` single envs (needs opencv) with gymnasium's
+  `AtariPreprocessing` and `FrameStackObservation`,
 
-Both give observations uint8 `[B, 4, 84, 84]`, Discrete actions (the minimal
-action set) and no sticky actions (repeat_action_probability 0), life loss is
-not an episode end. Keyword arguments go to `AtariVectorEnv` (e.g.
-`max_num_frames_per_episode`, `num_threads`) or to `gymnasium.make`.
+set up to follow an Atari protocol (`envs.adapters.atari`: "machado", the
+default, or "dqn"). Either way observations are uint8 `[B, 4, 84, 84]`, actions
+Discrete, rewards the raw game rewards (never clipped here) and `episode_return`
+the game's score. The returned env's `protocol` attribute says which settings it
+follows (`env.protocol.describe()`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import re
 from types import ModuleType
 from typing import Any
 
+from envs.adapters.atari import AtariProtocol, ale_vector_kwargs, atari_protocol, gymnasium_fallback_kwargs
 from envs.adapters.gymnasium import GymnasiumVectorEnv
 from envs.adapters.optional import MissingExtraError, import_optional
 from envs.registry import UnknownEnvError
@@ -45,21 +46,18 @@ def game_names(name: str) -> tuple[str, str]:
     return rom, camel
 
 
-def _preprocessed_atari(env_id: str, **kwargs: Any):
-    """One gymnasium ALE env with the standard preprocessing (module docstring)."""
+def _preprocessed_atari(env_id: str, make_kwargs: dict[str, Any], preprocessing: dict[str, Any]):
+    """One gymnasium ALE env: `gymnasium.make(env_id, **make_kwargs)`, `AtariPreprocessing`, 4 stacked frames."""
     import gymnasium
-    from gymnasium.wrappers import AtariPreprocessing, ClipReward, FrameStackObservation
+    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
     gymnasium.register_envs(import_ale())
-    kwargs = {"frameskip": 1, "repeat_action_probability": 0.0, **kwargs}
-    env = gymnasium.make(env_id, **kwargs)
-    env = AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True)
-    return FrameStackObservation(ClipReward(env, -1.0, 1.0), 4)
+    env = AtariPreprocessing(gymnasium.make(env_id, **make_kwargs), **preprocessing)
+    return FrameStackObservation(env, 4)
 
 
-def make_ale_env(
-    game: str, num_envs: int, *, vectorization: str = "sync", use_vector_env: bool | None = None, **kwargs: Any
-) -> GymnasiumVectorEnv:
+def make_ale_env(game: str, num_envs: int, *, vectorization: str = "sync", use_vector_env: bool | None = None,
+                 **options: Any) -> GymnasiumVectorEnv:
     """A host vector env of `num_envs` Atari `game`s (module docstring).
 
     Args:
@@ -67,7 +65,10 @@ def make_ale_env(
       num_envs: batch size B.
       vectorization: "sync"/"async" for the gymnasium fallback (AtariVectorEnv has its own threads).
       use_vector_env: force (True) or avoid (False) `ale_py.AtariVectorEnv`; default: use it if present.
+      **options: Atari options (`envs.adapters.atari.OPTIONS`: protocol, full_action_space, ...);
+        an unknown one is a ConfigError naming `env_kwargs`.
     """
+    protocol = atari_protocol(**options)
     ale_py = import_ale()
     rom, camel = game_names(game)
     if rom not in ale_py.roms.get_all_rom_ids():
@@ -76,12 +77,22 @@ def make_ale_env(
     if use_vector_env and not has_vector:
         raise MissingExtraError(f"ale-py {ale_py.__version__} has no AtariVectorEnv; upgrade ale-py (>= 0.11)")
     if has_vector and use_vector_env is not False:
-        return GymnasiumVectorEnv(ale_py.AtariVectorEnv(rom, num_envs, autoreset_mode="SameStep", **kwargs))
+        vector = ale_py.AtariVectorEnv(rom, num_envs, autoreset_mode="SameStep", **ale_vector_kwargs(protocol))
+        env = GymnasiumVectorEnv(vector, episodic_life=protocol.episodic_life)
+    else:
+        env = _gymnasium_fallback(camel, num_envs, vectorization, protocol)
+    env.protocol = protocol
+    return env
+
+
+def _gymnasium_fallback(camel: str, num_envs: int, vectorization: str, protocol: AtariProtocol) -> GymnasiumVectorEnv:
+    """gymnasium's `ALE/<camel>-v5` single envs, preprocessed, vectorised (refuses what they cannot do)."""
     import importlib.util
     from functools import partial
 
+    make_kwargs, preprocessing = gymnasium_fallback_kwargs(protocol)
     if importlib.util.find_spec("cv2") is None:
         raise MissingExtraError("the gymnasium ALE fallback's AtariPreprocessing (ale-py without AtariVectorEnv) "
                                 "needs opencv: pip install opencv-python-headless, or ale-py >= 0.11")
-    factory = partial(_preprocessed_atari, f"ALE/{camel}-v5", **kwargs)
-    return GymnasiumVectorEnv(factory, num_envs, vectorization=vectorization)
+    factory = partial(_preprocessed_atari, f"ALE/{camel}-v5", make_kwargs, preprocessing)
+    return GymnasiumVectorEnv(factory, num_envs, vectorization=vectorization, episodic_life=protocol.episodic_life)

@@ -7,6 +7,13 @@ same adapter step. EnvPool fixes its seed at construction (`reset(seed=...)`
 is ignored by envpool), so `EnvpoolVectorEnv.reset(seed)` rebuilds the pool
 whenever it needs a new or repeated seed. Only the synchronous mode is
 supported (`batch_size` equal to `num_envs`, the default).
+
+Atari tasks (those whose envpool config has `repeat_action_probability`) follow an
+Atari protocol (`envs.adapters.atari`: "machado" by default, or "dqn"): their
+keyword arguments are the Atari options (protocol, full_action_space, ...), mapped
+onto envpool's; rewards are never clipped and episodic life is podrl's. Other
+tasks take `envpool.make` keyword arguments; an unknown one is a ConfigError
+naming `env_kwargs`.
 """
 
 from __future__ import annotations
@@ -14,9 +21,11 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from envs.adapters.atari import FIELD, AtariProtocol, atari_protocol, envpool_kwargs
 from envs.adapters.gymnasium import GymnasiumVectorEnv
 from envs.adapters.optional import import_optional
 from envs.registry import UnknownEnvError
+from podrl.errors import ConfigError
 
 
 def import_envpool() -> ModuleType:
@@ -31,7 +40,10 @@ class EnvpoolVectorEnv(GymnasiumVectorEnv):
       task_id: an id from `envpool.list_all_envs()`.
       num_envs: batch size B.
       seed: the seed the pool is built with (`reset(seed)` rebuilds it for another seed).
-      **kwargs: passed to `envpool.make` (e.g. `episodic_life`, `reward_clip`).
+      **kwargs: Atari options for an Atari task (module docstring), else passed to `envpool.make`.
+
+    Attributes:
+      protocol: the `AtariProtocol` an Atari task follows, else None.
     """
 
     def __init__(self, task_id: str, num_envs: int, seed: int = 0, **kwargs: Any):
@@ -40,9 +52,22 @@ class EnvpoolVectorEnv(GymnasiumVectorEnv):
             raise UnknownEnvError(f"envpool has no task {task_id!r}; see envpool.list_all_envs()")
         if kwargs.get("batch_size", num_envs) != num_envs:
             raise ValueError("only synchronous envpool (batch_size == num_envs) is supported")
-        self.task_id, self._make_kwargs = task_id, kwargs
-        self._seed, self._fresh = seed, True
-        super().__init__(self._make(num_envs, seed))
+        self.protocol, self._make_kwargs = self._settings(task_id, kwargs)
+        self.task_id, self._seed, self._fresh = task_id, seed, True
+        episodic_life = self.protocol is not None and self.protocol.episodic_life
+        super().__init__(self._make(num_envs, seed), episodic_life=episodic_life)
+
+    def _settings(self, task_id: str, options: dict[str, Any]) -> tuple[AtariProtocol | None, dict[str, Any]]:
+        """(protocol or None, `envpool.make` kwargs) for `task_id` given the user's `options`."""
+        known = self._envpool.make_spec(task_id).config._fields
+        if "repeat_action_probability" in known:  # an Atari task
+            protocol = atari_protocol(**options)
+            return protocol, envpool_kwargs(protocol)
+        unknown = sorted(set(options) - set(known) - {"batch_size"})
+        if unknown:
+            raise ConfigError(FIELD, f"envpool task {task_id!r} has no option {unknown[0]!r}; "
+                                     f"known: {', '.join(known)}")
+        return None, options
 
     def _make(self, num_envs: int, seed: int):
         return self._envpool.make(self.task_id, env_type="gymnasium", num_envs=num_envs, seed=seed, **self._make_kwargs)

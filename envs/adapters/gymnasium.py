@@ -16,6 +16,11 @@ Wraps (a) a gymnasium id, (b) a factory of single `gymnasium.Env`s, vectorised
 Shapes: `B = num_envs`; actions `[B, *action_shape]`; every returned array is
 `[B]`-leading numpy (observation `[B, *obs_shape]`, floating obs as float32).
 `terminated` wins over `truncated` when an env reports both.
+
+With `episodic_life=True` (Atari's "dqn" protocol, `envs.adapters.atari`) a step
+in which `infos["lives"]` drops while the game goes on is a MID step with
+discount 0: the learning episode ends there, the game and its running
+`episode_return` do not (`EpisodeTracker.transition(life_lost=...)`).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
+from envs.adapters.atari import life_lost
 from envs.adapters.specs import EnvSpecMismatchError, EpisodeTracker, convert_action_spec, convert_observation_spec
 from envs.types import ActionSpec, ObservationSpec, TimeStep
 
@@ -146,6 +152,7 @@ class GymnasiumVectorEnv:
       vectorization: "sync" or "async" when building from an id or factory.
       autoreset_mode: the mode to build with (SAME_STEP is the cheapest here).
       context: multiprocessing start method for "async": "spawn" or "forkserver".
+      episodic_life: a drop of `infos["lives"]` ends the learning episode (discount 0, see module doc).
       **make_kwargs: passed to `gymnasium.make` for an id.
 
     Attributes:
@@ -160,8 +167,11 @@ class GymnasiumVectorEnv:
         vectorization: str = "sync",
         autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
         context: str = "spawn",
+        episodic_life: bool = False,
         **make_kwargs: Any,
     ):
+        self.episodic_life = episodic_life
+        self._lives: np.ndarray | None = None
         if isinstance(env, VectorEnv):
             if num_envs is not None and num_envs != env.num_envs:
                 raise ValueError(f"num_envs={num_envs} but the VectorEnv has {env.num_envs} envs")
@@ -190,6 +200,7 @@ class GymnasiumVectorEnv:
     def reset(self, seed: int) -> TimeStep:
         """Resets every env (env i seeded with `seed + i` by gymnasium); FIRST timesteps."""
         obs, self.infos = self._reset_env(seed)
+        self._lives = self._info_lives() if self.episodic_life else None
         return self._tracker.first(self._rows(self._obs(obs), self.infos))
 
     def step(self, actions: np.ndarray) -> TimeStep:
@@ -205,7 +216,11 @@ class GymnasiumVectorEnv:
             next_obs = self._final_obs(obs, ended)
         else:
             next_obs, obs = obs, (self._reset_ended(obs, ended) if ended.any() else obs)
-        return self._tracker.transition(obs, next_obs, reward, terminated, truncated)
+        lost = None
+        if self.episodic_life:
+            lives = self._info_lives()
+            lost, self._lives = life_lost(self._lives, lives, ended), lives
+        return self._tracker.transition(obs, next_obs, reward, terminated, truncated, lost)
 
     def close(self) -> None:
         self.env.close()
@@ -220,6 +235,13 @@ class GymnasiumVectorEnv:
     def _reset_env(self, seed: int | None) -> tuple[Any, dict]:
         """Full reset of the wrapped env; subclasses with other seeding override it."""
         return self.env.reset(seed=seed)
+
+    def _info_lives(self) -> np.ndarray:
+        """`[B]` int lives from the latest step's or reset's `infos["lives"]` (episodic life)."""
+        lives = self.infos.get("lives") if isinstance(self.infos, dict) else None
+        if lives is None:
+            raise RuntimeError(f"{type(self.env).__name__} reports no infos['lives']: episodic life needs them")
+        return self._rows(np.asarray(lives), self.infos).copy()
 
     def _obs(self, obs: Any) -> np.ndarray:
         """A fresh `[B, *obs_shape]` array of the spec dtype (never the env's own buffer)."""

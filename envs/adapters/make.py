@@ -104,8 +104,9 @@ def make_host_env(
 
     `seed` seeds what is fixed at construction (envpool, seeded dm_env factories);
     call `env.reset(seed)` before stepping. `vectorization` ("sync" or "async",
-    spawn context) applies to envs built from single gymnasium envs. `kwargs`
-    go to the backend's constructor (gymnasium.make, AtariVectorEnv, envpool.make, envs.make).
+    spawn context) applies to envs built from single gymnasium envs. `kwargs` are
+    Atari options for `ale:` and Atari `envpool:` ids (`envs.adapters.atari`), else
+    go to the backend's constructor (gymnasium.make, envpool.make, envs.make, a factory).
     Raises `envs.UnknownEnvError` for a name that resolves to nothing.
     """
     prefix, _, rest = name.partition(":")
@@ -116,7 +117,7 @@ def make_host_env(
     if prefix == "dm_env":
         if ":" not in rest:
             raise UnknownEnvError(f"env {name!r}: expected 'dm_env:module:factory'")
-        return DmEnvVectorEnv(_import_attr(name, rest), num_envs, seed=seed)
+        return DmEnvVectorEnv(_with_options(_import_attr(name, rest), kwargs), num_envs, seed=seed)
     if prefix == "ale":
         from envs.adapters.ale import make_ale_env
 
@@ -136,4 +137,9 @@ def make_host_env(
         raise UnknownEnvError(f"env {name!r}: cannot import module {module_name!r} ({e}); expected {FORMS}") from e
     if not hasattr(module, rest) and rest in gymnasium.registry:  # gymnasium's "module:EnvId"
         return GymnasiumVectorEnv(rest, num_envs, vectorization=vectorization, **kwargs)
-    return _from_user_factory(name, _import_attr(name, name), num_envs, seed, vectorization)
+    return _from_user_factory(name, _with_options(_import_attr(name, name), kwargs), num_envs, seed, vectorization)
+
+
+def _with_options(factory: Callable, options: dict[str, Any]) -> Callable:
+    """`factory` with `options` bound as keyword arguments (a TypeError on call if it lacks one)."""
+    return functools.partial(factory, **options) if options else factory

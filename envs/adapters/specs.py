@@ -143,6 +143,7 @@ class EpisodeTracker:
         reward: np.ndarray,
         terminated: np.ndarray,
         truncated: np.ndarray,
+        life_lost: np.ndarray | None = None,
     ) -> TimeStep:
         """MID/LAST timesteps of one batched step.
 
@@ -150,16 +151,19 @@ class EpisodeTracker:
           observation: `[B, ...]` the observation to act on next (already reset where an episode ended).
           next_obs: `[B, ...]` the observation the action led to, before any reset.
           reward: `[B]` rewards; terminated, truncated: `[B]` bool (terminated wins over truncated).
+          life_lost: `[B]` bool or None: episodic life (Atari "dqn" protocol): a MID step with
+            discount 0 (the learning episode ends) while the game, its return and length go on.
         """
         terminated = np.asarray(terminated, bool)
         truncated = np.asarray(truncated, bool) & ~terminated
         ended = terminated | truncated
+        zero_discount = terminated if life_lost is None else terminated | np.asarray(life_lost, bool)
         self.episode_return = self.episode_return + np.asarray(reward).astype(np.float32)
         self.episode_length = self.episode_length + np.int32(1)
         step = TimeStep(
             step_type=np.where(ended, LAST, MID).astype(np.int32),
             reward=np.asarray(reward, np.float32),
-            discount=np.where(terminated, 0.0, 1.0).astype(np.float32),
+            discount=np.where(zero_discount, 0.0, 1.0).astype(np.float32),
             observation=observation,
             extras=self._extras(next_obs, truncated),
         )

@@ -19,6 +19,7 @@ from envs.types import JaxEnv
 from podrl.anakin.program import AnakinProgram, AnakinState, summarize_call
 from podrl.config import AnakinConfig
 from podrl.errors import NonFiniteError, check_finite
+from podrl.profiling import CallProfiler
 from podrl.run import RunContext
 from podrl.types import AgentConfig
 from podrl.watchdog import within
@@ -64,13 +65,16 @@ def _train_loop(program: AnakinProgram, config: AnakinConfig, run: RunContext) -
                     f"device(s), updates {start}..{limit} of {config.num_updates}; compiled in {compile_seconds:.1f}s")
     history: list[dict[str, Any]] = []
     train_seconds, eval_return, first, calls = 0.0, None, start, 0
+    profiler = CallProfiler(config.logging.profile, -(-(limit - start) // config.updates_per_call))
     while first < limit:
         last = min(first + config.updates_per_call, limit)
+        profiler.before(calls)
         t0 = time.perf_counter()
         state, metrics = within(f"train call (updates {first}..{last - 1})", config.timeout_s,
                                 functools.partial(program.train_call, state, first, limit))
         summary = summarize_call(metrics)  # device_get blocks until done
         train_seconds += time.perf_counter() - t0
+        profiler.after(calls)
         try:
             check_finite(summary, first, last)
         except NonFiniteError as e:
@@ -87,6 +91,7 @@ def _train_loop(program: AnakinProgram, config: AnakinConfig, run: RunContext) -
         first = last
         if run.after_update(last, state, state.train_state.params):
             break
+    profiler.stop()
     done = (first - start) * config.steps_per_update * config.num_seeds
     sps = done / max(train_seconds, 1e-9)
     stopped_by = run.finish(first, state, state.train_state.params, sps, eval_return)

@@ -114,7 +114,8 @@ class ActorThread(threading.Thread):
             t2 = time.perf_counter()
             env_s, infer_s = env_s + (t2 - t1), infer_s + (t1 - t0)
             last = np.asarray(ts.step_type) == LAST
-            self.actor_state = reset_finished_actor_state(actor_state, last, self.initial_actor_state)
+            ended = last | (np.asarray(ts.discount) == 0)  # Trajectory.episode_end (a lost life, too)
+            self.actor_state = reset_finished_actor_state(actor_state, ended, self.initial_actor_state)
             steps.append(step_record(observation, action, ts.reward, ts.discount, ts.extras["truncated"],
                                      ts.extras["next_obs"], extras))
             if last.any():

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from podrl.config import RunConfig
 from podrl.errors import ConfigError, is_int, require_int, require_number
@@ -43,6 +44,8 @@ class SebulbaConfig(RunConfig):
     """Any blocking wait (queue, params, env step observed by the learner) longer than this stops the run."""
     log_every: int = 10
     """Log metrics every this many updates."""
+    env_kwargs: tuple[str, ...] = ()
+    """Host env options as key=value, e.g. protocol=dqn full_action_space=True (ale:/envpool: Atari: protocol machado|dqn, full_action_space, repeat_action_probability, max_episode_frames, num_threads); other envs get them as constructor keyword arguments."""
 
     def __post_init__(self):
         require_int(self, "threads_per_actor_device", "envs_per_thread", "rollout_length", "queue_size", "log_every")
@@ -55,6 +58,16 @@ class SebulbaConfig(RunConfig):
         if self.vectorization not in ("sync", "async"):
             raise ConfigError("vectorization", f"must be 'sync' or 'async', got {self.vectorization!r}")
         super().__post_init__()
+        options = self.env_options  # checks the key=value syntax
+        if self.env.startswith("ale:"):  # Atari options are known without building the env
+            from envs.adapters.atari import atari_protocol
+
+            atari_protocol(**options)
+
+    @property
+    def env_options(self) -> dict[str, Any]:
+        """`env_kwargs` as keyword arguments of the host env factory (`parse_env_kwargs`)."""
+        return parse_env_kwargs(self.env_kwargs)
 
     @property
     def num_threads(self) -> int:
@@ -106,3 +119,23 @@ def _check_indices(name: str, value: object, allow_empty: bool) -> None:
     ok = ok and (allow_empty or len(value) > 0) and len(set(value)) == len(value)
     if not ok:
         raise ConfigError(name, f"must be a non-empty tuple of distinct device indices >= 0, got {value!r}")
+
+
+def parse_env_kwargs(items: tuple[str, ...]) -> dict[str, Any]:
+    """`("key=value", ...)` -> `{key: value}`; values are Python literals (True, 3, 0.25, 'x') or
+    else kept as strings (`protocol=dqn`). Raises ConfigError("env_kwargs") on a malformed or
+    repeated key."""
+    if not isinstance(items, (tuple, list)):
+        raise ConfigError("env_kwargs", f"must be a tuple of 'key=value' strings, got {items!r}")
+    options: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=") if isinstance(item, str) else ("", "", "")
+        if not sep or not key.isidentifier():
+            raise ConfigError("env_kwargs", f"expected 'key=value' with a Python identifier as key, got {item!r}")
+        if key in options:
+            raise ConfigError("env_kwargs", f"{key!r} is given twice")
+        try:
+            options[key] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            options[key] = text
+    return options

@@ -18,13 +18,14 @@ import numpy as np
 
 from podrl.distributed import host_sum, is_main_process
 from podrl.errors import NonFiniteError, check_finite
+from podrl.profiling import CallProfiler
 from podrl.sebulba.actor import Rollout
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.learner import make_learner_step
 from podrl.sebulba.setup import ActorSetup, build_actors
 from podrl.sebulba.stats import WindowStats
 from podrl.run import RunContext
-from podrl.sebulba.transport import place_on_learners
+from podrl.sebulba.transport import bytes_per_step, place_on_learners
 from podrl.types import AgentConfig, TrainState
 
 
@@ -96,14 +97,21 @@ def _run(config: SebulbaConfig, setup: ActorSetup, run: RunContext) -> SebulbaRe
     run.logger.info(f"{config.env}: {len(setup.threads)} actor thread(s) x {config.envs_per_thread} envs on "
                     f"{len(setup.source.actor_devices)} actor device(s), {setup.learner_mesh.devices.size} learner "
                     f"device(s), lag={config.lag}, updates {run.start}..{run.limit} of {config.num_updates}; "
-                    f"compiled in {compile_seconds:.1f}s")
+                    f"compiled in {compile_seconds:.1f}s; trajectory "
+                    f"{bytes_per_step(setup.example_trajectory)['total']:,.0f} bytes per env step")
+    protocol = getattr(setup.envs[0], "protocol", None)  # Atari envs say which protocol they follow
+    if protocol is not None:
+        run.logger.info(protocol.describe())
     setup.source.publish(setup.train_state.params, run.start)
     for thread in setup.threads:
         thread.start()
     loop = _LearnerLoop(config, setup, run, compiled)
+    profiler = CallProfiler(config.logging.profile, run.limit - run.start, count=3)
     try:
         for i in range(run.start, run.limit):
+            profiler.before(i - run.start)
             loop.update(i)
+            profiler.after(i - run.start)
             if run.after_update(i + 1, loop.train_state, loop.train_state.params):
                 break
     except NonFiniteError as e:
@@ -112,6 +120,8 @@ def _run(config: SebulbaConfig, setup: ActorSetup, run: RunContext) -> SebulbaRe
     except BaseException:  # an actor, env or timeout failure: keep the learner's work
         run.checkpoints.save(loop.done, loop.train_state, loop.train_state.params)
         raise
+    finally:
+        profiler.stop()
     sps = loop.global_steps / loop.training_seconds()
     final_eval = loop.history[-1].get("eval_return") if loop.history else None
     stopped_by = run.finish(loop.done, loop.train_state, loop.train_state.params, sps, final_eval)

@@ -22,6 +22,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from envs.host import HostVectorEnv
 from envs.types import EnvSpec
+from podrl.errors import ConfigError
 from podrl.evaluation import evaluate_host_greedy
 from podrl.keys import base_key, env_keys, host_env_seed, seed_keys, step_keys
 from podrl.mesh import data_mesh, local_replica, replicated
@@ -58,7 +59,13 @@ def _make_env(config: SebulbaConfig, factory, thread: int, num_envs: int) -> Hos
         return factory(thread, num_envs)
     from envs.adapters.make import make_host_env
 
-    return make_host_env(config.env, num_envs, seed=config.seed, vectorization=config.vectorization)
+    try:
+        return make_host_env(config.env, num_envs, seed=config.seed, vectorization=config.vectorization,
+                             **config.env_options)
+    except TypeError as e:  # an option the env's constructor does not take
+        if not config.env_kwargs:
+            raise
+        raise ConfigError("env_kwargs", f"{config.env} does not take {config.env_kwargs}: {e}") from e
 
 
 def learner_devices(local_ids: tuple[int, ...]) -> list[jax.Device]:

@@ -72,3 +72,20 @@ def place_on_learners(trajectory: Trajectory, shardings: Trajectory) -> Trajecto
     learner devices of every process (each process contributes its own rows)."""
     return jax.tree.map(lambda x, s: jax.make_array_from_process_local_data(s, np.asarray(x)),
                         trajectory, shardings)
+
+
+def bytes_per_step(trajectory: Trajectory) -> dict[str, float]:
+    """Bytes one env step adds to a `[T, B]` trajectory, per field, and their `total`.
+
+    `trajectory`'s leaves need only `shape` and `dtype` (numpy arrays or
+    `jax.ShapeDtypeStruct`s). `agent_extras` is summed over its leaves; the actor
+    state (`[B, ...]`, once per rollout) is spread over the `T` steps.
+    """
+    t, b = trajectory.reward.shape[:2]
+
+    def nbytes(tree) -> int:
+        return sum(int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree))
+
+    sizes = {name: nbytes(getattr(trajectory, name)) / (t * b) for name in Trajectory._fields}
+    sizes["total"] = sum(sizes.values())
+    return sizes

@@ -1,0 +1,31 @@
+"""`RewardClipConfig`: the learner-side reward clip both actor-critic configs inherit; imports no JAX.
+
+Atari agents clip rewards to [-1, 1] (Mnih et al. 2015) in the learner: the env
+reports raw game rewards, and the logged `episode_return` stays the game score.
+The clip is applied where rewards enter GAE / V-trace (`agents.returns.learner_rewards`),
+before the agent's `reward_scale`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from podrl.errors import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardClipConfig:
+    """Mixin: the `reward_clip` field (declared and documented once, here)."""
+
+    reward_clip: float | None = None
+    """Clip rewards to [-c, c] in the learner (Atari: 1.0); logged episode returns stay the unclipped game score."""
+
+
+def check_reward_clip(config: RewardClipConfig) -> None:
+    """Raises ConfigError("reward_clip") unless it is None (off) or a finite number > 0."""
+    c = config.reward_clip
+    if c is None:
+        return
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c <= 0:
+        raise ConfigError("reward_clip", f"must be a finite number > 0, or None for no clipping, got {c!r}")

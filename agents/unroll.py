@@ -1,0 +1,137 @@
+"""The network over a time-major trajectory, feed-forward or recurrent: what the PPO and
+IMPALA learners (and acting) call instead of `network.apply`.
+
+Recurrent networks (`agents.cores.RecurrentActorCritic`) are re-unrolled from the carry
+the actor had before step 0 (`Trajectory.actor_state`, `[B, ...]`), with the layouts'
+reset rule: the carry used at step t is
+
+    carry_t = zero            if t > 0 and episode_end[t - 1]   (an episode ended at t-1)
+            = carry_0         (= actor_state) if t == 0         (the layout already reset it)
+            = next_carry_{t-1} otherwise
+
+    next_carry_t, output_t = core(carry_t, torso(observation[t]))
+
+so `carry_t` is exactly what the actor used at step t (up to float rounding: the learner runs
+the torso and heads batched over `[T, B]`). `next_carry_t` is the state after step t *before*
+any reset; the bootstrap value of `next_observation[t]` (o_{t+1} before auto-reset, used by
+GAE / V-trace at every t: mid-rollout truncations and the last step) is
+
+    V(next_observation[t]) = value_head(core(next_carry_t, torso(next_observation[t])))
+
+one more core step per t, batched over `[T, B]`. Where the episode goes on,
+`next_observation[t] == observation[t + 1]` and `next_carry_t == carry_{t+1}`, so this is
+the value the unroll gives step t+1; where it was truncated, it is the value the actor would
+have computed had the episode continued. A terminated step's bootstrap is discounted to 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from agents.cores import Carry, DistParams, RecurrentActorCritic, is_recurrent, zero_carry
+from agents.networks import ActorCritic
+from podrl.types import Trajectory, reset_finished_actor_state
+
+Array = jax.Array
+Network = Any  # ActorCritic | RecurrentActorCritic
+
+
+class Unroll(NamedTuple):
+    """A recurrent network over `T` steps of `B` envs.
+
+    Attributes:
+      dist_params: `[T, B, ...]` policy parameters at each step.
+      value: `[T, B]` V(observation[t]).
+      carry: `[T, B, ...]` (each leaf) the core state used at step t, after any reset.
+      next_carry: `[T, B, ...]` the core state after step t, before any reset.
+    """
+
+    dist_params: DistParams
+    value: Array
+    carry: Carry
+    next_carry: Carry
+
+
+def reset_before(episode_end: Array) -> Array:
+    """`[T, B]` bool: reset the carry before step t, i.e. `episode_end[t - 1]` (False at t = 0)."""
+    return jnp.concatenate([jnp.zeros_like(episode_end[:1]), episode_end[:-1]], axis=0)
+
+
+def unroll(network: RecurrentActorCritic, params: Any, actor_state: Carry, observation: Array,
+           episode_end: Array) -> Unroll:
+    """Re-unrolls the core from `actor_state` `[B, ...]` over `observation` `[T, B, *obs]`,
+    resetting to the zero carry after each `episode_end` `[T, B]` (module docstring)."""
+    batch = episode_end.shape[1]
+    initial = zero_carry(network.core, network.core_size, batch)
+    features = network.apply(params, observation, method=RecurrentActorCritic.features)
+
+    def step(carry, inputs):
+        features_t, reset_t = inputs
+        carry = reset_finished_actor_state(carry, reset_t, initial)
+        next_carry, output = network.apply(params, carry, features_t, method=RecurrentActorCritic.core_step)
+        return next_carry, (carry, next_carry, output)
+
+    _, (carry, next_carry, output) = jax.lax.scan(step, actor_state, (features, reset_before(episode_end)))
+    dist_params, value = network.apply(params, output, method=RecurrentActorCritic.heads)
+    return Unroll(dist_params, value, carry, next_carry)
+
+
+def bootstrap_values(network: RecurrentActorCritic, params: Any, next_carry: Carry, next_observation: Array) -> Array:
+    """`[T, B]` V(next_observation[t]) seen with `next_carry[t]` (each leaf `[T, B, ...]`), the
+    state after step t before any reset: one more core step, batched over all `T * B`."""
+    t, b = next_observation.shape[:2]
+    flat = lambda x: x.reshape((t * b,) + x.shape[2:])  # noqa: E731
+    value = network.apply(params, flat(next_observation), jax.tree.map(flat, next_carry),
+                          method=RecurrentActorCritic.value)
+    return value.reshape(t, b)
+
+
+def policy_and_value(network: Network, params: Any, observation: Array, actor_state: Carry = (),
+                     episode_end: Array | None = None) -> tuple[DistParams, Array]:
+    """`(dist_params, value)` for `observation`: feed-forward `[..., *obs]` directly, recurrent
+    `[T, B, *obs]` re-unrolled from `actor_state` `[B, ...]` with resets after `episode_end` `[T, B]`."""
+    if not is_recurrent(network):
+        return network.apply(params, observation)
+    rolled = unroll(network, params, actor_state, observation, episode_end)
+    return rolled.dist_params, rolled.value
+
+
+def trajectory_outputs(network: Network, params: Any, traj: Trajectory) -> tuple[DistParams, Array, Array]:
+    """`(dist_params [T, B, ...], value [T, B], next_value [T, B])` on `traj`: V of the
+    observations and of the bootstrap observations `traj.next_observation` (module docstring)."""
+    if not is_recurrent(network):
+        dist_params, value = network.apply(params, traj.observation)
+        return dist_params, value, network.apply(params, traj.next_observation, method=ActorCritic.value)
+    rolled = unroll(network, params, traj.actor_state, traj.observation, traj.episode_end)
+    return rolled.dist_params, rolled.value, bootstrap_values(network, params, rolled.next_carry, traj.next_observation)
+
+
+def next_values(network: Network, params: Any, traj: Trajectory) -> Array:
+    """`[T, B]` V(traj.next_observation), the bootstrap values alone (see `trajectory_outputs`)."""
+    if not is_recurrent(network):
+        return network.apply(params, traj.next_observation, method=ActorCritic.value)
+    return trajectory_outputs(network, params, traj)[2]
+
+
+def act_step(network: Network, params: Any, actor_state: Carry, observation: Array) -> tuple[DistParams, Array, Carry]:
+    """One acting step on `observation` `[B, *obs]`: `(dist_params, value [B], actor_state)`
+    (a feed-forward network returns `actor_state` unchanged, `()`)."""
+    if not is_recurrent(network):
+        dist_params, value = network.apply(params, observation)
+        return dist_params, value, actor_state
+    return network.apply(params, observation, actor_state)
+
+
+def env_minibatches(steps: Any, actor_state: Carry, m: int) -> tuple[Any, Carry]:
+    """Splits time-major `steps` (leaves `[T, B, ...]`) and `actor_state` (leaves `[B, ...]`)
+    along the env axis into `m` groups of whole sequences: `[m, T, B / m, ...]` and
+    `[m, B / m, ...]`; env columns `i * B/m ..` go to group i, time stays whole and in order."""
+
+    def split(x, axis):
+        shape = x.shape[:axis] + (m, x.shape[axis] // m) + x.shape[axis + 1:]
+        return jnp.moveaxis(x.reshape(shape), axis, 0)
+
+    return jax.tree.map(lambda x: split(x, 1), steps), jax.tree.map(lambda x: split(x, 0), actor_state)

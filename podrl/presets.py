@@ -1,0 +1,164 @@
+"""Named configs with known-good hyperparameters, and the published figures they are checked against.
+
+A `Preset` is a layout, an agent and the fields that differ from their defaults, with the
+paper or peer implementation the values come from. The training scripts take
+`--preset NAME`; every field stays overridable by its own flag (the preset only changes the
+defaults). `scripts/reproduce.py` runs a preset over seeds and sets the result beside the
+preset's `anchors`: returns a published source reports for that benchmark at its budget.
+
+Values are plain field names and values (nothing imported from the agents), so this table
+reads as documentation; `preset_args` builds and validates the configs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, NamedTuple
+
+from podrl.errors import ConfigError
+
+
+class Anchor(NamedTuple):
+    """A published return for one env, at a stated budget, from a named source."""
+
+    value: float
+    source: str  # who reports it, where, and how it was measured
+
+
+class Preset(NamedTuple):
+    """One named config (see the module doc)."""
+
+    name: str
+    layout: str  # "anakin" or "sebulba": the training script that runs it
+    agent: str  # a key of agents.AGENTS
+    summary: str  # one line for --help
+    source: str  # where the hyperparameters come from
+    run: Mapping[str, Any]  # run-config fields that differ from the defaults
+    agent_fields: Mapping[str, Any]  # agent-config fields that differ from the defaults
+    anchors: Mapping[str, Anchor] = {}  # env id -> published return at the preset's budget
+
+
+_GYMNAX_PPO = ("gymnax README, PPO checkpoints trained by gymnax-blines (MLP 256x256, 64 envs x 128 steps, "
+               "1e7 steps; return of the trained policy)")
+_MINATAR_ANCHORS = {
+    "gymnax:Breakout-MinAtar": Anchor(28.0, _GYMNAX_PPO),
+    "gymnax:Asterix-MinAtar": Anchor(15.0, _GYMNAX_PPO),
+    "gymnax:Freeway-MinAtar": Anchor(58.0, _GYMNAX_PPO),
+    "gymnax:SpaceInvaders-MinAtar": Anchor(131.0, _GYMNAX_PPO),
+}
+_CLEANRL_PONG = Anchor(20.45, "CleanRL ppo_atari_envpool.py, Pong-v5, 10M steps (40M frames), 3 seeds: 20.45 ± 0.09 "
+                              "(docs/benchmark/ppo_atari_envpool.md)")
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset(
+        "cartpole-ppo", "anakin", "ppo",
+        "PPO on CartPole-v1, 4 envs x 128 steps, 500k steps (the README default).",
+        "CleanRL ppo.py and PureJaxRL ppo.py defaults (lr 2.5e-4 annealed, 4 epochs x 4 minibatches, "
+        "clip 0.2, entropy 0.01, 64-64 tanh MLPs)",
+        {"env": "CartPole-v1", "num_envs": 4, "rollout_length": 128, "total_steps": 500_000},
+        {},
+        {"CartPole-v1": Anchor(500.0, "the maximum return of CartPole-v1 (500 steps)")},
+    ),
+    Preset(
+        "minatar-ppo", "anakin", "ppo",
+        "PPO on a gymnax MinAtar game (default Breakout), 64 envs x 128 steps, 1e7 steps.",
+        "gymnax-blines agents/<game>-MinAtar/ppo.yaml: 64 envs x 128 steps, 8 minibatches x 4 epochs, "
+        "lr 5e-4 constant, gamma 0.999, GAE 0.95, clip 0.2, entropy 0.01, MLP 256x256 on the flattened "
+        "frame (their 5% lr warm-up is left out)",
+        {"env": "gymnax:Breakout-MinAtar", "num_envs": 64, "rollout_length": 128, "total_steps": 10_000_000,
+         "updates_per_call": 32, "eval_every": 8, "eval_max_steps": 2_500},
+        {"learning_rate": 5e-4, "anneal_lr": False, "gamma": 0.999, "gae_lambda": 0.95, "num_epochs": 4,
+         "num_minibatches": 8, "clip_eps": 0.2, "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 0.5,
+         "torso": "mlp", "hidden_sizes": (256, 256), "activation": "relu"},
+        _MINATAR_ANCHORS,
+    ),
+    Preset(
+        "minatar-impala", "anakin", "impala",
+        "IMPALA (V-trace) with the MinAtar CNN on a gymnax MinAtar game, 64 envs x 20 steps, 1e7 steps.",
+        "Cleanba IMPALA (Huang et al. 2023: lr 6e-4 annealed, RMSProp eps 0.01, entropy 0.01, grad norm 40, "
+        "20-step unrolls) with the Young & Tian (2019) MinAtar network; anchors are gymnax's PPO figures "
+        "(no published IMPALA MinAtar return)",
+        {"env": "gymnax:Breakout-MinAtar", "num_envs": 64, "rollout_length": 20, "total_steps": 10_000_000,
+         "updates_per_call": 64, "eval_every": 8, "eval_max_steps": 2_500},
+        {"learning_rate": 6e-4, "anneal_lr": True, "optimizer": "rmsprop", "optimizer_eps": 0.01,
+         "gamma": 0.99, "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 40.0, "reward_scale": 1.0,
+         "num_minibatches": 4, "torso": "minatar_cnn"},
+        _MINATAR_ANCHORS,
+    ),
+    Preset(
+        "atari-ppo", "sebulba", "ppo",
+        "PPO with the Nature CNN on an Atari game (default Pong), DQN-era protocol, 8 envs x 128 steps, 10M steps.",
+        "CleanRL ppo_atari_envpool.py (Huang et al. 2022, 'The 37 implementation details of PPO'): "
+        "lr 2.5e-4 annealed, 4 epochs x 4 minibatches, clip 0.1, entropy 0.01, rewards clipped to [-1, 1], "
+        "episodic life, no sticky actions",
+        {"env": "ale:Pong", "envs_per_thread": 8, "rollout_length": 128, "total_steps": 10_000_000,
+         "env_kwargs": ("protocol=dqn",)},
+        {"learning_rate": 2.5e-4, "anneal_lr": True, "num_epochs": 4, "num_minibatches": 4, "clip_eps": 0.1,
+         "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 0.5, "torso": "nature_cnn",
+         "reward_clip": 1.0},
+        {"ale:Pong": _CLEANRL_PONG},
+    ),
+    Preset(
+        "atari-impala", "sebulba", "impala",
+        "IMPALA with the IMPALA ResNet on an Atari game (default Pong), Machado protocol, 2 x 32 envs x 20 steps.",
+        "Cleanba cleanba_impala.py (Huang et al. 2023): lr 6e-4 annealed, RMSProp eps 0.01, entropy 0.01, "
+        "grad norm 40, 20-step unrolls, rewards clipped to [-1, 1], sticky actions 0.25 (Machado et al. 2018)",
+        {"env": "ale:Pong", "threads_per_actor_device": 2, "envs_per_thread": 32, "rollout_length": 20,
+         "lag": "1", "total_steps": 50_000_000, "env_kwargs": ("protocol=machado",)},
+        {"learning_rate": 6e-4, "anneal_lr": True, "optimizer": "rmsprop", "optimizer_eps": 0.01,
+         "gamma": 0.99, "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 40.0, "reward_scale": 1.0,
+         "reward_clip": 1.0, "num_minibatches": 4, "torso": "impala_resnet"},
+    ),
+    Preset(
+        "memory-ppo-lstm", "anakin", "ppo",
+        "PPO with an LSTM core on RecallCue-v0, a cue shown once and asked for later (a feed-forward agent "
+        "stays at chance).",
+        "PureJaxRL ppo_rnn.py's recurrent PPO layout (minibatches over environments, whole sequences), "
+        "sized for the memory task",
+        {"env": "RecallCue-v0", "num_envs": 64, "rollout_length": 32, "total_steps": 1_000_000},
+        {"core": "lstm", "core_size": 64, "learning_rate": 1e-3, "num_minibatches": 4, "entropy_coef": 0.01},
+    ),
+)}
+"""Every preset by name (the order `--help` lists them in)."""
+
+
+def get(name: str) -> Preset:
+    """The preset called `name`; ConfigError("preset") naming the known ones otherwise."""
+    if name not in PRESETS:
+        raise ConfigError("preset", f"unknown preset {name!r}; expected one of {sorted(PRESETS)}")
+    return PRESETS[name]
+
+
+def help_text(layout: str) -> str:
+    """The `--preset` part of a training script's --help: the presets of `layout`, one line each."""
+    lines = [f"  {p.name}: {p.summary}" for p in PRESETS.values() if p.layout == layout]
+    return "Presets (--preset NAME; every field stays overridable):\n" + "\n".join(lines)
+
+
+def _replace(config: Any, fields: Mapping[str, Any], prefix: str) -> Any:
+    """`config` with `fields` replaced; ConfigError naming a field the config lacks."""
+    names = {f.name for f in dataclasses.fields(config)}
+    unknown = sorted(set(fields) - names)
+    if unknown:
+        raise ConfigError("preset", f"{prefix}{unknown[0]} is not a field of {type(config).__name__}")
+    return dataclasses.replace(config, **fields)
+
+
+def preset_args(args_type: type, preset: Preset) -> Any:
+    """A training script's `args_type(run=..., agent=..., preset=name)` with `preset`'s fields.
+
+    ConfigError("preset") if the preset belongs to the other layout; an invalid value is
+    the field's own ConfigError.
+    """
+    import typing
+
+    from agents import AGENTS
+
+    run_type = typing.get_type_hints(args_type)["run"]
+    run_type = typing.get_args(run_type)[0] if typing.get_origin(run_type) is typing.Annotated else run_type
+    if preset.layout != run_type.layout:
+        script = f"scripts/train_{preset.layout}.py"
+        raise ConfigError("preset", f"{preset.name!r} belongs to the {preset.layout} layout; run it with {script}")
+    run = _replace(run_type(), preset.run, "run.")
+    agent = _replace(AGENTS[preset.agent].config(), preset.agent_fields, "agent.")
+    return args_type(run=run, agent=agent, preset=preset.name)

@@ -1,0 +1,273 @@
+"""Reproduce a benchmark: run a preset over seeds and write a report beside the published figure.
+
+    python scripts/reproduce.py minatar-ppo --env gymnax:Breakout-MinAtar --env gymnax:Asterix-MinAtar --seeds 3
+    python scripts/reproduce.py cartpole-ppo --seeds 3 --total-steps 200000 --out /tmp/report -- --num-envs 8
+
+For every `--env` (default: the preset's own), an Anakin preset trains all seeds in one
+program (`--num-seeds N`); a Sebulba preset runs one process per seed (`--seed i`). Flags
+after `--` go to the training script unchanged. Writes into `--out` (default
+`docs/results/<preset>`):
+
+  README.md               the report: the machine, the commands, a table per env (final return
+                          over seeds, greedy eval, the anchor's published return, wall time, SPS)
+  <env>.png               learning curve: mean over seeds with a min-max band, the anchor dashed
+  <env>.metrics.jsonl     each run's metrics (one file per env; a "seed" key per Sebulba run)
+  results.json            the table's numbers
+
+Run folders (checkpoints, TensorBoard) go under `--runs-dir` (default `runs/reproduce`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from plot import Series, draw, read_records, series  # noqa: E402  (scripts/ is this script's folder)
+from podrl import presets  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FINAL_FRACTION = 0.1
+"""The final return is the mean episode return over this last fraction of the logged records."""
+
+
+class EnvResult(NamedTuple):
+    """What one env's runs gave (per seed where a list)."""
+
+    env: str
+    seeds: int
+    steps: int
+    final_return: list[float]  # per seed: mean episode return over the last FINAL_FRACTION of records
+    eval_return: list[float]  # per seed: the last greedy evaluation (nan if none)
+    wall_s: float  # all of this env's runs, process start to exit (compile included)
+    sps: float  # median logged SPS
+    commands: list[str]
+
+
+def slug(env: str) -> str:
+    """A file-name-safe form of an env id: `gymnax:Breakout-MinAtar` -> `gymnax-Breakout-MinAtar`."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", env).strip("-")
+
+
+def machine() -> str:
+    """One line naming this machine: OS, CPU model and count, JAX version and devices."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    probe = ("import jax; d = jax.devices(); "
+             "print(f'jax {jax.__version__}, {len(d)} x {d[0].device_kind} ({d[0].platform})')")
+    try:  # in a child process, so this one never holds an accelerator the training runs need
+        accel = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                               check=True, env=dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")).stdout.strip()
+    except (subprocess.SubprocessError, OSError) as e:
+        accel = f"jax devices unknown ({type(e).__name__})"
+    return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPU threads ({cpu}), {accel}"
+
+
+def train_commands(preset: presets.Preset, env: str, seeds: int, total_steps: int | None, run_dir: Path,
+                   extra: list[str]) -> list[list[str]]:
+    """The training command(s) for one env: one Anakin program for all seeds, or one Sebulba run per seed."""
+    script = f"scripts/train_{preset.layout}.py"
+    base = [sys.executable, script, "--preset", preset.name, "--env", env, "--logging.run-dir", str(run_dir)]
+    if total_steps is not None:
+        base += ["--total-steps", str(total_steps)]
+    if preset.layout == "anakin":
+        return [base + ["--num-seeds", str(seeds), "--seed", "0", "--logging.run-name", slug(env)] + extra]
+    return [base + ["--seed", str(i), "--logging.run-name", f"{slug(env)}__seed{i}"] + extra for i in range(seeds)]
+
+
+def run(command: list[str], log: Path, stop_after_s: float | None = None) -> None:
+    """Runs `command` from the repo root, its output shown and appended to `log`; exits on failure.
+
+    With `stop_after_s`, the run gets SIGINT after that many seconds: it stops at its next
+    update, checkpoints and exits like a finished run (a wall-clock budget).
+    """
+    print("$ " + shlex.join(command[1:]), flush=True)
+    with log.open("a") as out:
+        out.write("$ " + shlex.join(command[1:]) + "\n")
+        proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        timer = threading.Timer(stop_after_s, proc.send_signal, (signal.SIGINT,)) if stop_after_s else None
+        if timer is not None:
+            timer.start()
+        try:
+            for line in proc.stdout:  # type: ignore[union-attr]
+                sys.stdout.write(line)
+                out.write(line)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if proc.wait() != 0:
+            raise SystemExit(f"error: the command exited with status {proc.returncode}; see {log}")
+
+
+def per_seed(records: list[dict[str, Any]], key: str) -> list[list[float]]:
+    """`[record][seed]` values of `key` (the `_per_seed` list, or the value itself for one seed)."""
+    rows = []
+    for r in records:
+        values = r.get(key + "_per_seed")
+        if values is None and key in r:
+            values = [r[key]]
+        rows.append([float(v) if v is not None else math.nan for v in values] if values is not None else [])
+    return rows
+
+
+def merge_seed_runs(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One record list with `<key>_per_seed` lists from one-seed runs logged at the same steps."""
+    length = min(len(r) for r in runs)
+    merged = []
+    for i in range(length):
+        rows = [r[i] for r in runs]
+        record = {"step": rows[0]["step"], "wall_time": max(r.get("wall_time", math.nan) for r in rows),
+                  "sps": sum(r.get("sps", 0.0) for r in rows) / len(rows)}
+        for key in ("episode_return", "eval_return"):
+            values = [r.get(key, math.nan) for r in rows]
+            record[key + "_per_seed"] = values
+            finite = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+            record[key] = sum(finite) / len(finite) if finite else math.nan
+        merged.append(record)
+    return merged
+
+
+def summarize(env: str, records: list[dict[str, Any]], seeds: int, wall_s: float, commands: list[str]) -> EnvResult:
+    """The table row of one env from its (merged) records."""
+    returns = [row for row in per_seed(records, "episode_return") if row]
+    tail = returns[-max(1, int(len(returns) * FINAL_FRACTION)):]
+    final = [sum(row[s] for row in tail) / len(tail) for s in range(len(tail[0]))] if tail else []
+    evals = [row for row in per_seed(records, "eval_return") if row and any(math.isfinite(v) for v in row)]
+    sps = sorted(float(r["sps"]) for r in records if isinstance(r.get("sps"), (int, float)))
+    return EnvResult(env, seeds, int(records[-1]["step"]), final, evals[-1] if evals else [math.nan] * seeds,
+                     wall_s, sps[len(sps) // 2] if sps else math.nan, commands)
+
+
+def spread(values: list[float]) -> str:
+    """`mean [min, max]` of finite values, or n/a."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return "n/a"
+    mean = sum(finite) / len(finite)
+    return f"{mean:.1f} [{min(finite):.1f}, {max(finite):.1f}]" if len(finite) > 1 else f"{mean:.1f}"
+
+
+def plot_env(result: EnvResult, curve: Series, anchor: presets.Anchor | None, path: Path) -> None:
+    """The learning curve PNG: mean over seeds with a min-max band, the anchor as a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    draw(ax, curve, "C0", f"podrl, {result.seeds} seed(s): mean, min-max")
+    if anchor is not None:
+        ax.axhline(anchor.value, color="C3", linestyle="--", label=f"published: {anchor.value:g}")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("episode return")
+    ax.set_title(result.env, fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def report(preset: presets.Preset, results: list[EnvResult], argv: list[str], where: str,
+           stop_after_s: float | None) -> str:
+    """The markdown report."""
+    lines = [
+        f"# {preset.name}: {preset.summary}", "",
+        f"Hyperparameters: {preset.source}.", "",
+        f"Made by `python scripts/reproduce.py {shlex.join(argv)}` on {datetime.date.today().isoformat()}.", "",
+        f"Machine: {where}.", "",
+        f"Final return: the mean episode return over the last {FINAL_FRACTION:.0%} of the logged records, per seed; "
+        "the table gives the mean over seeds and [min, max]. Greedy eval: the last evaluation of the greedy "
+        "policy. Wall time counts process start to exit, compile included.", "",
+        "| env | seeds | env steps | final return | greedy eval | published | wall time | SPS |",
+        "|---|---:|---:|---|---|---:|---:|---:|",
+    ]
+    for r in results:
+        anchor = preset.anchors.get(r.env)
+        published = f"{anchor.value:g}" if anchor else "n/a"
+        lines.append(f"| {r.env} | {r.seeds} | {r.steps:,} | {spread(r.final_return)} | {spread(r.eval_return)} | "
+                     f"{published} | {r.wall_s / 60:.1f} min | {r.sps:,.0f} |")
+    sources = sorted({preset.anchors[r.env].source for r in results if r.env in preset.anchors})
+    if sources:
+        lines += ["", "Published figures: " + "; ".join(sources) + "."]
+    if stop_after_s:
+        lines += ["", f"Each run was stopped after {stop_after_s:g} s of wall time (`--stop-after-s`), so the env "
+                      "steps above are what that budget allowed, not the preset's total."]
+    lines += [""] + [f"![{r.env}]({slug(r.env)}.png)" for r in results]
+    lines += ["", "Commands run (from the repository root):", "", "```bash"]
+    lines += [c for r in results for c in r.commands] + ["```", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    own, extra = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("preset", choices=sorted(presets.PRESETS), help="the preset to run")
+    parser.add_argument("--env", action="append", help="env id (repeat for several); default: the preset's")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per env (default 3)")
+    parser.add_argument("--total-steps", type=int, default=None, help="override the preset's budget")
+    parser.add_argument("--out", type=Path, default=None, help="report folder (default docs/results/<preset>)")
+    parser.add_argument("--stop-after-s", type=float, default=None,
+                        help="stop each training run after this many seconds (SIGINT: it checkpoints and ends)")
+    parser.add_argument("--runs-dir", type=Path, default=Path("runs/reproduce"), help="run folders")
+    args = parser.parse_args(own)
+    if args.seeds < 1:
+        parser.error("--seeds must be at least 1")
+    preset = presets.get(args.preset)
+    out = (args.out or ROOT / "docs" / "results" / preset.name).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    runs_dir = (args.runs_dir / preset.name).resolve()
+    envs = args.env or [preset.run.get("env", "CartPole-v1")]
+    results, where = [], ""
+    for env in envs:
+        commands = train_commands(preset, env, args.seeds, args.total_steps, runs_dir, extra)
+        start = time.perf_counter()
+        for command in commands:
+            run(command, out / "train.log", args.stop_after_s)
+        wall = time.perf_counter() - start
+        names = [c[c.index("--logging.run-name") + 1] for c in commands]
+        seed_runs = [read_records(runs_dir / name) for name in names]
+        records = seed_runs[0] if len(seed_runs) == 1 else merge_seed_runs(seed_runs)
+        with (out / f"{slug(env)}.metrics.jsonl").open("w") as f:
+            for i, run_records in enumerate(seed_runs):
+                for r in run_records:
+                    f.write(json.dumps(dict(r, seed=i) if len(seed_runs) > 1 else r) + "\n")
+        shown = ["python " + shlex.join(c[1:]).replace(str(runs_dir), str(args.runs_dir / preset.name))
+                 for c in commands]
+        result = summarize(env, records, args.seeds, wall, shown)
+        curve = series(records, "step", "episode_return")
+        if curve is not None:
+            plot_env(result, curve, preset.anchors.get(env), out / f"{slug(env)}.png")
+        results.append(result)
+        print(f"[reproduce] {env}: final return {spread(result.final_return)}, eval {spread(result.eval_return)}, "
+              f"{wall / 60:.1f} min", flush=True)
+        where = where or machine()
+        (out / "results.json").write_text(json.dumps([r._asdict() for r in results], indent=1) + "\n")
+        (out / "README.md").write_text(report(preset, results, argv, where, args.stop_after_s))  # after each env
+    print(f"[reproduce] report: {out / 'README.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Presets (`podrl.presets`, `--preset NAME`) and the reproduction report (`scripts/reproduce.py`).
+
+Every preset must build valid configs for its layout's script (so a preset naming a field
+or env that does not exist fails here, not on a user's machine); flags override a preset's
+fields; a preset for the other layout, an unknown one, or one given with `--resume` is a
+one-line error. The reproduction script's report is checked against the run's own metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from podrl import presets
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import reproduce  # noqa: E402
+import train_anakin  # noqa: E402
+import train_sebulba  # noqa: E402
+from cli_common import run_cli  # noqa: E402
+
+ARGS = {"anakin": train_anakin.TrainAnakinArgs, "sebulba": train_sebulba.TrainSebulbaArgs}
+
+
+def parse(layout: str, *argv: str):
+    """The args the training script would train with (nothing is trained)."""
+    seen = []
+    assert run_cli(ARGS[layout], seen.append, list(argv)) == 0
+    return seen[0]
+
+
+@pytest.mark.parametrize("name", sorted(presets.PRESETS))
+def test_every_preset_builds_valid_configs_for_its_layout(name):
+    preset = presets.PRESETS[name]
+    args = presets.preset_args(ARGS[preset.layout], preset)
+    for field, value in preset.run.items():
+        assert getattr(args.run, field) == (tuple(value) if isinstance(value, list) else value), field
+    for field, value in preset.agent_fields.items():
+        assert getattr(args.agent, field) == value, field
+    assert preset.source and preset.summary
+    for env, anchor in preset.anchors.items():
+        assert isinstance(anchor.value, float) and anchor.source, env
+
+
+def test_flags_override_a_preset_and_the_rest_keeps_its_values():
+    args = parse("anakin", "--preset", "minatar-ppo", "--num-envs", "32", "--agent.learning-rate", "1e-3")
+    preset = presets.PRESETS["minatar-ppo"]
+    assert args.preset == "minatar-ppo"
+    assert (args.run.num_envs, args.agent.learning_rate) == (32, 1e-3)
+    assert args.run.env == preset.run["env"] and args.run.rollout_length == preset.run["rollout_length"]
+    assert args.agent.hidden_sizes == (256, 256) and args.agent.gamma == 0.999
+    assert parse("anakin").agent.hidden_sizes == (64, 64)  # no preset: the defaults
+
+
+def test_an_impala_preset_selects_impala_and_takes_impala_only_flags():
+    args = parse("anakin", "--preset", "minatar-impala", "--agent.vtrace-lambda", "0.9")
+    assert type(args.agent).__name__ == "ImpalaConfig" and args.agent.vtrace_lambda == 0.9
+    assert args.agent.optimizer == "rmsprop"
+
+
+def test_presets_are_listed_by_help():
+    done = subprocess.run([sys.executable, "scripts/train_anakin.py", "--help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0
+    for name, preset in presets.PRESETS.items():
+        assert name in done.stdout
+        if preset.layout == "anakin":
+            assert preset.summary[:40] in " ".join(done.stdout.split())
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["scripts/train_anakin.py", "--preset", "atari-ppo"], "run it with scripts/train_sebulba.py"),
+    (["scripts/train_anakin.py", "--preset", "cartpole-ppo", "--resume", "runs/nowhere"], "preset: a resumed run"),
+])
+def test_a_wrong_preset_is_a_one_line_error(argv, fragment):
+    done = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "error: invalid config: preset: " in done.stderr and fragment in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_an_unknown_preset_names_the_known_ones():
+    done = subprocess.run([sys.executable, "scripts/train_anakin.py", "--preset", "pong-dqn"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "cartpole-ppo" in done.stderr + done.stdout
+
+
+def test_reproduce_writes_a_report_that_matches_the_run(tmp_path):
+    out = tmp_path / "report"
+    done = subprocess.run(
+        [sys.executable, "scripts/reproduce.py", "cartpole-ppo", "--seeds", "2", "--total-steps", "8192",
+         "--out", str(out), "--runs-dir", str(tmp_path / "runs"), "--",
+         "--updates-per-call", "4", "--eval-every", "1", "--eval-episodes", "4", "--num-devices", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    assert [r["env"] for r in results] == ["CartPole-v1"] and results[0]["seeds"] == 2
+    records = [json.loads(line) for line in (out / "CartPole-v1.metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["step"] == results[0]["steps"] == 8192
+    # the final return is the mean over the last 10% of records, per seed
+    assert results[0]["final_return"] == pytest.approx(records[-1]["episode_return_per_seed"])
+    assert results[0]["eval_return"] == pytest.approx(records[-1]["eval_return_per_seed"])
+    text = (out / "README.md").read_text()
+    assert "| CartPole-v1 | 2 | 8,192 |" in text and "| 500 |" in text and "--preset cartpole-ppo" in text
+    assert "CPU threads" in text and (out / "CartPole-v1.png").stat().st_size > 5000
+
+
+def test_merging_one_seed_runs_keeps_each_seed():
+    runs = [[{"step": 10, "sps": 2.0, "episode_return": 1.0}, {"step": 20, "sps": 4.0, "episode_return": 3.0}],
+            [{"step": 10, "sps": 4.0, "episode_return": 5.0}]]
+    merged = reproduce.merge_seed_runs(runs)
+    assert len(merged) == 1 and merged[0]["episode_return_per_seed"] == [1.0, 5.0]
+    assert merged[0]["episode_return"] == 3.0 and merged[0]["sps"] == 3.0
+    assert math.isnan(merged[0]["eval_return"])
+
+
+def test_agent_flags_without_a_subcommand_select_the_preset_agent():
+    from cli_common import with_agent_subcommand
+
+    argv = ["--preset", "x", "--agent.hidden-sizes", "8", "8", "--num-envs", "8", "--agent.gamma", "0.9"]
+    assert with_agent_subcommand(argv, "impala") == [
+        "--preset", "x", "--num-envs", "8", "agent:impala", "--agent.hidden-sizes", "8", "8", "--agent.gamma", "0.9"]
+    assert with_agent_subcommand(["agent:ppo", "--agent.gamma", "0.9"], "impala") == ["agent:ppo", "--agent.gamma", "0.9"]
+    assert with_agent_subcommand(["--num-envs", "8"], "impala") == ["--num-envs", "8"]
+    args = parse("anakin", "--agent.gamma", "0.9", "--num-envs", "8")
+    assert type(args.agent).__name__ == "PPOConfig" and args.agent.gamma == 0.9 and args.run.num_envs == 8
