@@ -63,8 +63,7 @@ def test_breakout_specs_dtypes_and_minatar_torso():
     assert ts.extras["truncated"].dtype == jnp.bool_ and not ts.extras["truncated"]
     check_torso("minatar_cnn", obs_spec.shape)  # channels last [10, 10, C], read as such
     assert not channels_first(obs_spec.shape)
-    with pytest.raises(ConfigError, match="torso"):
-        check_torso("mlp", obs_spec.shape)
+    check_torso("mlp", obs_spec.shape)  # a 400-value grid may also be flattened (gymnax-blines' MinAtar MLP)
 
 
 def test_time_limit_is_a_truncation_with_discount_one_where_gymnax_truncates():
@@ -215,10 +214,11 @@ first of each of 256 envs; 0.41 over all 37k episodes of 1500 steps); DESIGN.md 
 def test_ppo_learns_minatar_breakout_in_anakin(cpu_devices):
     """PPO with the MinAtar CNN reaches a greedy return of 2.0 (4.5x random, 0.44) in 65k steps.
 
-    Measured on the 2-core CI-sized machine (jax 0.10.2, loaded): 64 envs x 32 steps, 32 updates of
-    2 epochs x 8 minibatches, lr 1e-3 annealed. Final greedy returns over 32 episodes: 3.2, 3.0, 3.0
-    (seeds 0, 1, 2); 4 epochs at 5e-4: 3.0 / 4.6 (seeds 2, 3). The untrained greedy policy scores
-    at most 1.0 (asserted below). 40-100 s including ~25 s of compilation.
+    Measured on the shared 2-core machine (jax 0.10.2): 64 envs x 32 steps, 32 updates of 2 epochs
+    x 8 minibatches, lr 1e-3 annealed. Final greedy returns over 32 episodes: 3.2, 3.0, 3.0, 3.0,
+    3.0 (seeds 0-4); the untrained greedy policies of seeds 0, 3, 4 score 0.75, 0.0, 0.47 (asserted
+    <= 1.0 below). With optimizer updates disabled (scripts/check_learning_tests.py) it ends at
+    0.59 and fails. 26-46 s (80-100 s under heavy load), 8-37 s of it compiling.
     """
     from untrained import anakin_initial_return
 
