@@ -211,6 +211,12 @@ def report(preset: presets.Preset, results: list[EnvResult], argv: list[str], wh
     sources = sorted({preset.anchors[r.env].source for r in results if r.env in preset.anchors})
     if sources:
         lines += ["", "Published figures: " + "; ".join(sources) + "."]
+    budget = preset.run.get("total_steps")
+    short = [r for r in results if budget and r.steps < budget]
+    if short:
+        lines += ["", f"Budget: the preset's (and the published figures') budget is {budget:,} env steps per seed; "
+                      f"these runs took {short[0].steps:,} ({short[0].steps / budget:.0%}), so their returns are "
+                      "an early point of the published curve, not a reproduction of its final figure."]
     if stop_after_s:
         lines += ["", f"Each run was stopped after {stop_after_s:g} s of wall time (`--stop-after-s`), so the env "
                       "steps above are what that budget allowed, not the preset's total."]
