@@ -47,14 +47,9 @@ def zero_carry(core: str, core_size: int, batch_size: int) -> Carry:
     return (zeros, zeros) if core == "lstm" else zeros
 
 
-class RecurrentActorCritic(nn.Module):
-    """Policy and value from a torso, a recurrent core and two heads (module docstring).
-
-    `__call__(observation [B, *obs], carry)` is one acting step and returns
-    `(dist_params, value [B], carry)`; `carry=None` starts from zeros (used by `init`).
-    `features`, `core_step` and `heads` are its three stages, which `agents.unroll` runs
-    over a whole `[T, B]` trajectory (the torso and heads batched, the core scanned).
-    """
+class ActorCriticFields(nn.Module):
+    """The attributes of both actor-critic networks (this and `agents.networks.ActorCritic`):
+    the env's observation / action shapes and the torso settings."""
 
     obs_shape: tuple[int, ...]
     action_shape: tuple[int, ...]  # () for discrete
@@ -63,6 +58,17 @@ class RecurrentActorCritic(nn.Module):
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
     torso: str = "mlp"
+
+
+class RecurrentActorCritic(ActorCriticFields):
+    """Policy and value from a torso, a recurrent core and two heads (module docstring).
+
+    `__call__(observation [B, *obs], carry)` is one acting step and returns
+    `(dist_params, value [B], carry)`; `carry=None` starts from zeros (used by `init`).
+    `features`, `core_step` and `heads` are its three stages, which `agents.unroll` runs
+    over a whole `[T, B]` trajectory (the torso and heads batched, the core scanned).
+    """
+
     core: str = "lstm"
     core_size: int = 128
 

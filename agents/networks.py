@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from agents.config_checks import PIXEL_TORSOS
-from agents.cores import RecurrentActorCritic, dist_params_from
+from agents.cores import ActorCriticFields, RecurrentActorCritic, dist_params_from
 from agents.torsos import check_torso, flatten_obs, make_torso, mlp_layers
 from envs.types import EnvSpec
 
@@ -144,7 +144,7 @@ class Tower(nn.Module):
         return nn.Dense(self.output_size, kernel_init=nn.initializers.orthogonal(self.head_gain))(x)
 
 
-class ActorCritic(nn.Module):
+class ActorCritic(ActorCriticFields):
     """Policy and value over observations `[..., *obs_shape]`, from a torso (`agents.torsos`).
 
     `__call__` returns `(dist_params, value [...])`; `value` computes the value only. With
@@ -154,13 +154,6 @@ class ActorCritic(nn.Module):
     a Gaussian policy adds the state-independent `log_std [*action_shape]`.
     """
 
-    obs_shape: tuple[int, ...]
-    action_shape: tuple[int, ...]  # () for discrete
-    num_actions: int  # discrete: number of actions; continuous: prod(action_shape)
-    discrete: bool
-    hidden_sizes: Sequence[int] = (64, 64)
-    activation: str = "tanh"
-    torso: str = "mlp"
     shared_torso: bool = False
 
     def setup(self) -> None:
