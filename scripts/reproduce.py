@@ -84,15 +84,20 @@ def machine() -> str:
 
 
 def train_commands(preset: presets.Preset, env: str, seeds: int, total_steps: int | None, run_dir: Path,
-                   extra: list[str]) -> list[list[str]]:
-    """The training command(s) for one env: one Anakin program for all seeds, or one Sebulba run per seed."""
+                   extra: list[str], stamp: str) -> list[list[str]]:
+    """The training command(s) for one env: one Anakin program for all seeds, or one Sebulba run per seed.
+
+    Run folders are named `<env>__<stamp>[__seed<i>]`, new for every invocation (`stamp`: its start
+    time), so a second reproduction never appends to the metrics of an earlier one."""
     script = f"scripts/train_{preset.layout}.py"
     base = [sys.executable, script, "--preset", preset.name, "--env", env, "--logging.run-dir", str(run_dir)]
     if total_steps is not None:
         base += ["--total-steps", str(total_steps)]
     if preset.layout == "anakin":
-        return [base + ["--num-seeds", str(seeds), "--seed", "0", "--logging.run-name", slug(env)] + extra]
-    return [base + ["--seed", str(i), "--logging.run-name", f"{slug(env)}__seed{i}"] + extra for i in range(seeds)]
+        return [base + ["--num-seeds", str(seeds), "--seed", "0", "--logging.run-name", f"{slug(env)}__{stamp}"]
+                + extra]
+    return [base + ["--seed", str(i), "--logging.run-name", f"{slug(env)}__{stamp}__seed{i}"] + extra
+            for i in range(seeds)]
 
 
 def run(command: list[str], log: Path, stop_after_s: float | None = None) -> None:
@@ -246,9 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     runs_dir = (args.runs_dir / preset.name).resolve()
     envs = args.env or [preset.run.get("env", "CartPole-v1")]
-    results, where = [], ""
+    results, where, stamp = [], "", time.strftime("%Y%m%d-%H%M%S")
     for env in envs:
-        commands = train_commands(preset, env, args.seeds, args.total_steps, runs_dir, extra)
+        commands = train_commands(preset, env, args.seeds, args.total_steps, runs_dir, extra, stamp)
         start = time.perf_counter()
         for command in commands:
             run(command, out / "train.log", args.stop_after_s)
