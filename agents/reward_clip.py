@@ -9,9 +9,8 @@ before the agent's `reward_scale`.
 from __future__ import annotations
 
 import dataclasses
-import math
 
-from podrl.errors import ConfigError
+from podrl.errors import require_number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,8 +23,5 @@ class RewardClipConfig:
 
 def check_reward_clip(config: RewardClipConfig) -> None:
     """Raises ConfigError("reward_clip") unless it is None (off) or a finite number > 0."""
-    c = config.reward_clip
-    if c is None:
-        return
-    if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c <= 0:
-        raise ConfigError("reward_clip", f"must be a finite number > 0, or None for no clipping, got {c!r}")
+    if config.reward_clip is not None:
+        require_number(config, "reward_clip", low=0.0, low_open=True)

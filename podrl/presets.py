@@ -33,8 +33,8 @@ class Preset(NamedTuple):
     agent: str  # a key of agents.AGENTS
     summary: str  # one line for --help
     source: str  # where the hyperparameters come from
-    run: Mapping[str, Any]  # run-config fields that differ from the defaults
-    agent_fields: Mapping[str, Any]  # agent-config fields that differ from the defaults
+    run: Mapping[str, Any]  # run-config fields the preset sets (its source's values; the rest keep the defaults)
+    agent_fields: Mapping[str, Any]  # agent-config fields the preset sets, likewise
     anchors: Mapping[str, Anchor] = {}  # env id -> published return at the preset's budget
 
 
@@ -154,8 +154,7 @@ def preset_args(args_type: type, preset: Preset) -> Any:
 
     from agents import AGENTS
 
-    run_type = typing.get_type_hints(args_type)["run"]
-    run_type = typing.get_args(run_type)[0] if typing.get_origin(run_type) is typing.Annotated else run_type
+    run_type = typing.get_type_hints(args_type)["run"]  # Annotated[...] stripped
     if preset.layout != run_type.layout:
         script = f"scripts/train_{preset.layout}.py"
         raise ConfigError("preset", f"{preset.name!r} belongs to the {preset.layout} layout; run it with {script}")

@@ -53,6 +53,9 @@ class Measurement:
     min_seconds: float = 0.0  # env-only: keep stepping at least this long
     env: str = ENV_NAME  # an `envs.make` name
     torso: str = "mlp"  # the PPO torso (`--agent.torso`)
+    num_seeds: int = 1  # training: seeds vmapped in one program
+    anneal_lr: bool = True  # training: PPO's learning-rate anneal
+    eval_episodes: int = 0  # training: episodes of the final (untimed) evaluation; 0 = one per device
 
     @property
     def is_training(self) -> bool:
@@ -72,11 +75,11 @@ def measure_training(m: Measurement) -> dict[str, Any]:
 
     config = AnakinConfig(
         env=m.env, total_steps=m.total_steps, num_envs=m.num_envs, rollout_length=m.rollout_length,
-        num_devices=m.devices, updates_per_call=m.updates_per_call, eval_every=0,
-        eval_episodes=m.devices,  # the one final evaluation is not timed; keep it small
+        num_seeds=m.num_seeds, num_devices=m.devices, updates_per_call=m.updates_per_call, eval_every=0,
+        eval_episodes=m.eval_episodes or m.devices,  # the one final evaluation is not timed; small by default
         logging=LoggingConfig(run_dir=None, console=False),
     )
-    result = train_anakin(config, PPOConfig(torso=m.torso))
+    result = train_anakin(config, PPOConfig(torso=m.torso, anneal_lr=m.anneal_lr))
     final_return = result.final_eval_return
     return {
         "steps_per_second": float(result.steps_per_second),

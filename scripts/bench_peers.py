@@ -84,23 +84,16 @@ def quick(row: Row) -> Row:
 
 
 def measure_podrl(row: Row) -> dict[str, Any]:
-    """Trains podrl's Anakin PPO on `row`; steps/s of the training calls, compile, final greedy return."""
-    import numpy as np
+    """Trains podrl's Anakin PPO on `row` (bench_anakin's training measurement, the peer's constant lr
+    and 32 final greedy episodes); steps/s of the training calls, compile, final greedy return."""
+    from bench_anakin import Measurement, measure_training
 
-    from agents.ppo import PPOConfig
-    from podrl.anakin import train_anakin
-    from podrl.config import AnakinConfig, LoggingConfig
-
-    config = AnakinConfig(
-        env="CartPole-v1", total_steps=row.total_steps, num_envs=row.num_envs, rollout_length=row.rollout_length,
-        num_seeds=row.num_seeds, num_devices=row.devices, eval_every=0, eval_episodes=32,
-        logging=LoggingConfig(run_dir=None, console=False),
-    )
-    result = train_anakin(config, PPOConfig(anneal_lr=False))
-    final = result.final_eval_return
-    print(f"final return {np.mean(final)}", flush=True)
-    return {"steps_per_second": float(result.steps_per_second), "compile_seconds": float(result.compile_seconds),
-            "final_return": None if final is None else float(np.mean(final))}
+    result = measure_training(Measurement(
+        "podrl", row.devices, row.num_envs, row.rollout_length, row.total_steps, num_seeds=row.num_seeds,
+        anneal_lr=False, eval_episodes=32))
+    print(f"final return {result['final_eval_return']}", flush=True)
+    return {"steps_per_second": result["steps_per_second"], "compile_seconds": result["compile_seconds"],
+            "final_return": result["final_eval_return"]}
 
 
 def podrl_cartpole_steps(states: list[list[float]], actions: list[int]) -> list[list[float]]:
