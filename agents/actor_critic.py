@@ -163,4 +163,4 @@ def finish_update(
     metrics = mean_across_learners(jax.tree.map(jnp.mean, metrics))
     steps_before = train_state.update_step * parts.config.num_optimizer_steps(1)
     metrics["learning_rate"] = jnp.asarray(parts.learning_rate(steps_before), jnp.float32)
-    return TrainState(params, opt_state, train_state.update_step + 1), metrics
+    return train_state._replace(params=params, opt_state=opt_state, update_step=train_state.update_step + 1), metrics

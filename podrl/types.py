@@ -66,11 +66,18 @@ class Trajectory(NamedTuple):
 
 
 class TrainState(NamedTuple):
-    """What an agent learns. `params` is what actors need; the rest stays on learners."""
+    """What an agent learns. `params` is what actors need; the rest stays on learners.
+
+    `params`, `opt_state` and `update_step` are the same on every learner shard.
+    `shard_state` is per learner shard (e.g. a replay ring buffer): each shard keeps
+    its own, never averaged; `init` returns and `update` sees only its shard's, with
+    its own shapes (the layouts add the shard axis, see `podrl.learner_state`).
+    """
 
     params: Params
     opt_state: Any
     update_step: Array  # int32 [], number of `update` calls applied
+    shard_state: Any = ()  # per-learner-shard pytree; () for agents without one
 
 
 class Agent(NamedTuple):

@@ -8,7 +8,8 @@ devices. Metrics are reduced on device inside the scan carry, so nothing of
 shape `[updates, ...]` is stacked (that froze vmapped runs on jax 0.10.2 CPU).
 
 Global array layout (S seeds, D shards, E envs per seed, E/D per shard):
-  train_state  `[S, ...]`              replicated, spec P()
+  train_state  `[S, ...]`              replicated, spec P(), except
+    .shard_state `[S, D, ...]`         spec P(None, DATA_AXIS) (`podrl.learner_state`)
   acting       `[S, E, ...]`           spec P(None, DATA_AXIS)
   key          `[S, D]` typed keys     spec P(None, DATA_AXIS), one per shard
 
@@ -31,6 +32,7 @@ from envs.types import JaxEnv
 from envs.wrappers import wrap_for_training
 from podrl.config import AnakinConfig
 from podrl.evaluation import evaluate_greedy
+from podrl.learner_state import shard_global, shard_local, train_state_spec
 from podrl.parallel import DATA_AXIS, mean_across_learners, sum_across_learners
 from podrl.keys import base_key, env_keys, eval_keys, per_seed_keys, seed_keys, update_keys
 from podrl.rollout import ActingState, EpisodeTotals, reset_batch, rollout
@@ -53,7 +55,7 @@ class CallMetrics(NamedTuple):
     updates: Array  # float32, updates done in this call
 
 
-STATE_SPECS = AnakinState(train_state=P(), acting=P(None, DATA_AXIS), key=P(None, DATA_AXIS))
+STATE_SPECS = AnakinState(train_state=train_state_spec(seed_axis=True), acting=P(None, DATA_AXIS), key=P(None, DATA_AXIS))
 
 
 class AnakinProgram:
@@ -94,7 +96,7 @@ class AnakinProgram:
 
         def one_seed(seed):
             keys = seed_keys(seed)
-            train_state = self.agent.init(keys.params, self.env_spec)
+            train_state = shard_global(self.agent.init(keys.params, self.env_spec))
             shard_env_keys = jax.lax.dynamic_slice_in_dim(
                 env_keys(keys.env, self.config.num_envs), shard * self.envs_per_shard, self.envs_per_shard)
             acting = reset_batch(self.training_env, self.agent, shard_env_keys)
@@ -120,6 +122,7 @@ class AnakinProgram:
         self.trace_count += 1
 
         def one_seed(state):
+            state = state._replace(train_state=shard_local(state.train_state))
             metric_shapes = jax.eval_shape(lambda s: self._update(s, first_update)[1], state)
             zeros = CallMetrics(
                 agent=jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes),
@@ -143,7 +146,7 @@ class AnakinProgram:
 
             steps = jnp.arange(self.config.updates_per_call, dtype=jnp.int32)
             (state, acc), _ = jax.lax.scan(body, (state, zeros), steps)
-            return state, acc
+            return state._replace(train_state=shard_global(state.train_state)), acc
 
         return jax.vmap(one_seed)(state)
 

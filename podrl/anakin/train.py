@@ -19,6 +19,7 @@ from envs.types import JaxEnv
 from podrl.anakin.program import AnakinProgram, AnakinState, summarize_call
 from podrl.config import AnakinConfig
 from podrl.errors import NonFiniteError, check_finite
+from podrl.learner_state import check_shard_state_fits
 from podrl.profiling import CallProfiler
 from podrl.run import RunContext
 from podrl.types import AgentConfig
@@ -52,6 +53,7 @@ def train_anakin(config: AnakinConfig, agent_config: AgentConfig, env: JaxEnv | 
     env = env if env is not None else make(config.env)
     spec = spec_of(env)
     agent = agent_config.make_agent(spec, config.num_updates)
+    check_shard_state_fits(agent, spec, agent_config, devices, copies=config.num_seeds)  # before any allocation
     program = AnakinProgram(agent, env, config, data_mesh(devices), spec)
     with RunContext(config, agent_config, full_config) as run:
         return _train_loop(program, config, run)

@@ -3,7 +3,9 @@
 It calls the very same `Agent.update` as Anakin. The rollouts of all actor
 threads arrive already split along the batch axis over the learner devices; each
 shard concatenates its local pieces (no cross-device traffic) and updates on
-them, gradients averaged by the agent through `podrl.parallel`.
+them, gradients averaged by the agent through `podrl.parallel`. The train state
+lies on the mesh as `podrl.learner_state` says (the per-shard `shard_state`
+sharded over the learners, the rest replicated).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, PartitionSpec as P
 
+from podrl.learner_state import shard_global, shard_local, train_state_spec
 from podrl.parallel import DATA_AXIS
 from podrl.keys import update_keys
 from podrl.sebulba.transport import TRAJECTORY_SPEC
@@ -37,8 +40,9 @@ def make_learner_step(agent: Agent, mesh: Mesh, num_pieces: int) -> Callable:
 
     def shard_step(train_state, shard_keys, index, *pieces):
         _, update_key = update_keys(shard_keys[0], index)
-        return agent.update(train_state, concat_batches(list(pieces)), update_key)
+        train_state, metrics = agent.update(shard_local(train_state), concat_batches(list(pieces)), update_key)
+        return shard_global(train_state), metrics
 
-    in_specs = (P(), P(DATA_AXIS), P()) + (TRAJECTORY_SPEC,) * num_pieces
-    mapped = jax.shard_map(shard_step, mesh=mesh, in_specs=in_specs, out_specs=(P(), P()))
+    in_specs = (train_state_spec(), P(DATA_AXIS), P()) + (TRAJECTORY_SPEC,) * num_pieces
+    mapped = jax.shard_map(shard_step, mesh=mesh, in_specs=in_specs, out_specs=(train_state_spec(), P()))
     return jax.jit(mapped)

@@ -30,7 +30,7 @@ from podrl.types import AgentConfig, TrainState
 
 
 class SebulbaResult(NamedTuple):
-    train_state: TrainState  # replicated on the learner devices
+    train_state: TrainState  # on the learner devices (`podrl.learner_state`)
     history: list[dict[str, Any]]  # one record per log window
     policy_lags: np.ndarray  # int [num_updates, num_threads]: learner version - actor version
     final_eval_return: float | None

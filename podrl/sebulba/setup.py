@@ -25,7 +25,8 @@ from envs.types import EnvSpec
 from podrl.errors import ConfigError
 from podrl.evaluation import evaluate_host_greedy
 from podrl.keys import base_key, env_keys, host_env_seed, seed_keys, step_keys
-from podrl.mesh import data_mesh, local_replica, replicated
+from podrl.learner_state import check_shard_state_fits, init_on_mesh
+from podrl.mesh import data_mesh, local_replica
 from podrl.parallel import DATA_AXIS
 from podrl.sebulba.actor import ActorThread, make_act_step
 from podrl.sebulba.config import SebulbaConfig
@@ -47,7 +48,7 @@ class ActorSetup(NamedTuple):
     stop: StopSignal
     learner_mesh: Mesh
     learner_keys: jax.Array  # [D] typed keys, sharded over the learner devices
-    train_state: TrainState  # replicated on the learner devices
+    train_state: TrainState  # on the learner devices, laid out as `podrl.learner_state` says
     example_trajectory: Trajectory  # numpy zeros shaped like one thread's rollout
     shardings: Trajectory
     act_compile_seconds: float
@@ -99,7 +100,8 @@ def build_actors(config: SebulbaConfig, agent_config: AgentConfig, env_factory, 
         agent = agent_config.make_agent(spec, config.num_updates)
         keys = seed_keys(config.seed)
         mesh = data_mesh(learner_devices(learner_ids))
-        train_state = run.restore(jax.jit(lambda: agent.init(keys.params, spec), out_shardings=replicated(mesh))())
+        check_shard_state_fits(agent, spec, agent_config, list(mesh.devices.flat))  # before any allocation
+        train_state = run.restore(init_on_mesh(agent, keys.params, spec, mesh))
         start, limit = run.start, run.limit
         num_shards = mesh.devices.size
         learner_keys = jax.jit(lambda: jax.vmap(lambda d: base_key(keys.run, d))(jnp.arange(num_shards)),
