@@ -1,0 +1,136 @@
+"""A uniform replay ring buffer as pure functions, and n-step transitions from a trajectory.
+
+The buffer is a pytree, so it lives wherever its owner puts it: value-based agents
+keep it in `TrainState.shard_state`, one buffer per learner shard on the learner
+devices, filled and sampled inside `Agent.update` (nothing here knows about
+shards or devices).
+
+    buffer = init(capacity, example)                 # example: one item, no leading axis
+    buffer = add(buffer, items)                      # items: [N, ...], N <= capacity
+    batch = sample(buffer, key, batch_size)          # [batch_size, ...], uniform over filled slots
+
+Items are stored as given: uint8 pixels stay uint8. `transitions(trajectory,
+n, gamma)` turns a time-major `[T, B]` rollout into `T * B` n-step `Transition`s
+(Sutton & Barto 2018, sec. 7.1; Hessel et al. 2018, "Rainbow"), so the learner
+needs only `(o_t, a_t, R_t, discount_t, o_{t+m})` per sample.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from podrl.types import Trajectory
+
+Array = jax.Array
+
+
+class ReplayBuffer(NamedTuple):
+    """A ring buffer of `capacity` items.
+
+    Attributes:
+      data: the items, every leaf `[capacity, ...]`; slots `[0, size)` hold data.
+      position: int32 `[]`, the slot the next item goes to.
+      size: int32 `[]`, filled slots (grows to `capacity`, then stays).
+    """
+
+    data: Any
+    position: Array
+    size: Array
+
+    @property
+    def capacity(self) -> int:
+        return jax.tree.leaves(self.data)[0].shape[0]
+
+
+class Transition(NamedTuple):
+    """One (n-step) transition; batched, every field leads with `[N]`.
+
+    Attributes:
+      observation: `[*obs]` o_t, as the env gave it (uint8 stays uint8).
+      action: `[*act]` a_t.
+      reward: float32 `[]`, R_t = sum_{k<m} gamma^k r_{t+k}, m <= n steps (fewer at an
+        episode end or the end of the rollout).
+      discount: float32 `[]`, gamma^m times the env discounts: 0 if the episode
+        terminated within the m steps, gamma^m if it continues or was truncated.
+      next_observation: `[*obs]` o_{t+m}, the observation to bootstrap from (before
+        any auto-reset, so truncation bootstraps from the true last state).
+    """
+
+    observation: Array
+    action: Array
+    reward: Array
+    discount: Array
+    next_observation: Array
+
+
+def init(capacity: int, example: Any) -> ReplayBuffer:
+    """An empty buffer of `capacity` items shaped like `example` (arrays or ShapeDtypeStructs, no leading axis)."""
+    if not isinstance(capacity, int) or capacity < 1:
+        raise ValueError(f"capacity: expected a positive int, got {capacity!r}")
+    data = jax.tree.map(lambda x: jnp.zeros((capacity,) + tuple(x.shape), x.dtype), example)
+    return ReplayBuffer(data, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+
+
+def add(buffer: ReplayBuffer, items: Any) -> ReplayBuffer:
+    """Writes `items` (leaves `[N, ...]`, N <= capacity) at `position` onwards, wrapping around."""
+    capacity = buffer.capacity
+    n = jax.tree.leaves(items)[0].shape[0]
+    if n > capacity:
+        raise ValueError(f"cannot add {n} items to a buffer of capacity {capacity} at once")
+    slots = (buffer.position + jnp.arange(n, dtype=jnp.int32)) % capacity
+    data = jax.tree.map(lambda store, x: store.at[slots].set(x.astype(store.dtype)), buffer.data, items)
+    return ReplayBuffer(data, (buffer.position + n) % capacity, jnp.minimum(buffer.size + n, capacity))
+
+
+def sample(buffer: ReplayBuffer, key: Array, batch_size: int) -> Any:
+    """`batch_size` items drawn uniformly (with replacement) from the filled slots `[0, size)`.
+
+    From an empty buffer it returns slot 0's zeros; callers gate learning on `size`."""
+    index = jax.random.randint(key, (batch_size,), 0, jnp.maximum(buffer.size, 1))
+    return jax.tree.map(lambda store: store[index], buffer.data)
+
+
+def n_step_targets(r_t: Array, discount_t: Array, episode_end_t: Array, n: int, gamma: float):
+    """n-step returns of one sequence `[T]`, cut at episode ends and at the sequence end.
+
+    Args:
+      r_t: `[T]` rewards r_{t+1} for the action at t.
+      discount_t: `[T]` env discounts (0 where the episode terminated at t+1).
+      episode_end_t: `[T]` bool, the episode ended (terminated or truncated) at t+1.
+    Returns:
+      `(R_t [T], discount [T], last [T] int32)`: the return over m <= n steps, the
+      bootstrap weight gamma^m * prod(discounts), and t + m - 1 (whose next
+      observation is the bootstrap observation).
+    """
+    size = r_t.shape[0]
+    t = jnp.arange(size)
+    ret = jnp.zeros(size, jnp.float32)
+    weight = jnp.ones(size, jnp.float32)
+    last = t
+    alive = jnp.ones(size, bool)
+    for k in range(n):
+        j = jnp.minimum(t + k, size - 1)
+        valid = alive & (t + k < size)
+        ret = ret + jnp.where(valid, weight * r_t[j], 0.0)
+        weight = jnp.where(valid, weight * gamma * discount_t[j], weight)
+        last = jnp.where(valid, j, last)
+        alive = valid & ~episode_end_t[j]
+    return ret, weight, last.astype(jnp.int32)
+
+
+def transitions(trajectory: Trajectory, n: int, gamma: float, reward: Array | None = None) -> Transition:
+    """The `T * B` n-step transitions of a `[T, B]` trajectory (time-major order flattened).
+
+    `reward` (`[T, B]`) replaces `trajectory.reward` (e.g. clipped rewards)."""
+    r = trajectory.reward if reward is None else reward
+    targets = jax.vmap(n_step_targets, in_axes=(1, 1, 1, None, None), out_axes=1)
+    ret, weight, last = targets(r.astype(jnp.float32), trajectory.discount.astype(jnp.float32),
+                                trajectory.episode_end, n, gamma)
+    columns = jnp.arange(r.shape[1])[None, :]
+    bootstrap = trajectory.next_observation[last, columns]
+    out = Transition(trajectory.observation, trajectory.action, ret, weight, bootstrap)
+    size = r.size
+    return jax.tree.map(lambda x: x.reshape((size,) + x.shape[2:]), out)
