@@ -43,7 +43,8 @@ Array = jax.Array
 __all__ = [
     "QNetworkConfig", "EpsilonConfig", "check_q_network_fields", "check_epsilon_fields",
     "QNetwork", "make_q_network", "check_discrete_actions", "epsilon_schedule", "decay_updates",
-    "epsilon_greedy", "QParts", "q_agent", "q_values", "next_params",
+    "epsilon_greedy", "QParts", "q_agent", "q_values", "next_params", "init_network_params",
+    "init_train_state", "act", "act_greedy",
 ]
 
 
@@ -125,10 +126,14 @@ def q_agent(
     make_optimizer: Callable[..., tuple[optax.GradientTransformation, Callable[[Array], Array]]],
     make_loss_fn: Callable[[Any, QNetwork], Callable[..., Any]],
     update: Callable[[QParts, TrainState, Trajectory, Array], tuple[TrainState, Metrics]],
+    init: Callable[[QParts, Array, EnvSpec], TrainState] | None = None,
 ) -> Agent:
     """The `Agent` named `agent` whose `update` is `update(parts, ...)`; `total_updates` calls
-    of it make the run (the epsilon and learning-rate schedules). Raises ConfigError for a
-    continuous action space or an unusable torso before anything compiles."""
+    of it make the run (the epsilon and learning-rate schedules). `init(parts, key, env_spec)`
+    defaults to `init_train_state` (an agent with more learner state, e.g. a target network or
+    a replay buffer in `opt_state`, passes its own, keeping `params` as documented above).
+    Raises ConfigError for a continuous action space or an unusable torso before anything
+    compiles."""
     total_updates = check_total_updates(total_updates)
     network = make_q_network(agent, config, env_spec)
     optimizer, schedule = make_optimizer(config, total_updates, count_params(network, env_spec))
@@ -136,10 +141,10 @@ def q_agent(
     parts = QParts(config, network, optimizer, schedule,
                    jax.value_and_grad(make_loss_fn(config, network), has_aux=True), epsilon)
     return Agent(
-        init=functools.partial(_init, parts),
+        init=functools.partial(init or init_train_state, parts),
         init_actor_state=_no_actor_state,
-        act=functools.partial(_act, parts),
-        act_greedy=functools.partial(_act_greedy, parts),
+        act=functools.partial(act, parts),
+        act_greedy=functools.partial(act_greedy, parts),
         update=functools.partial(update, parts),
     )
 
@@ -149,9 +154,15 @@ def _no_actor_state(batch_size: int) -> tuple:
     return ()
 
 
-def _init(parts: QParts, key: Array, env_spec: EnvSpec) -> TrainState:
+def init_network_params(parts: QParts, key: Array, env_spec: EnvSpec):
+    """Fresh flax params of `parts.network` for `env_spec`'s observations."""
     obs = jnp.zeros((1,) + tuple(env_spec.observation.shape), env_spec.observation.dtype)
-    network_params = parts.network.init(key, obs)
+    return parts.network.init(key, obs)
+
+
+def init_train_state(parts: QParts, key: Array, env_spec: EnvSpec) -> TrainState:
+    """params `{"network", "epsilon": epsilon_fn(0)}`, the optimizer state of the network, step 0."""
+    network_params = init_network_params(parts, key, env_spec)
     params = {"network": network_params, "epsilon": parts.epsilon(jnp.zeros((), jnp.int32))}
     return TrainState(params, parts.optimizer.init(network_params), jnp.zeros((), jnp.int32))
 
@@ -161,14 +172,15 @@ def q_values(parts: QParts, network_params, observation: Array) -> Array:
     return parts.network.apply(network_params, observation)
 
 
-def _act(parts: QParts, params, actor_state, observation: Array, key: Array):
-    """Epsilon-greedy actions `[B]` with `params["epsilon"]`; no extras."""
+def act(parts: QParts, params, actor_state, observation: Array, key: Array):
+    """`Agent.act`: epsilon-greedy actions `[B]` for observations `[B, *obs]` with
+    `params["epsilon"]`; no extras; `actor_state` (()) passes through."""
     q = q_values(parts, params["network"], observation)
     return epsilon_greedy(key, q, params["epsilon"]), {}, actor_state
 
 
-def _act_greedy(parts: QParts, params, actor_state, observation: Array):
-    """argmax_a Q(o, a) `[B]`: the evaluation policy."""
+def act_greedy(parts: QParts, params, actor_state, observation: Array):
+    """`Agent.act_greedy`: argmax_a Q(o, a) `[B]`, the evaluation policy (no epsilon)."""
     q = q_values(parts, params["network"], observation)
     return jnp.argmax(q, axis=-1).astype(jnp.int32), actor_state
 
