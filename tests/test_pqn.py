@@ -118,7 +118,7 @@ def test_parity_with_anakin_same_seed(cpu_devices):
 @pytest.mark.timeout(300)
 def test_pqn_solves_cartpole_through_anakin(cpu_devices):
     """Default PQNConfig, 16 envs x 32 steps per update, 200k steps, one device: greedy return
-    500 on seeds 0, 1, 2 (measured on 2 CPU cores, ~20 s each); the untrained Q net scores ~9."""
+    500, 500, 499.4 on seeds 0, 1, 2 (~16 s each on 2 CPU cores); untrained: 18.0, 9.5, 15.1."""
     config = AnakinConfig(env="CartPole-v1", num_envs=16, rollout_length=32, total_steps=200_000,
                           num_devices=1, updates_per_call=16, eval_every=0, eval_episodes=32,
                           logging=LoggingConfig(run_dir=None, console=False))
@@ -132,7 +132,8 @@ def test_pqn_solves_cartpole_through_anakin(cpu_devices):
 @pytest.mark.timeout(400)
 def test_pqn_solves_gymnasium_cartpole_under_sebulba(cpu_devices):
     """Gymnasium's own CartPole-v1 on the host; 1 actor device, 1 learner device, lag 1 (the
-    actors act with the params, epsilon included, of the version before)."""
+    actors act with the params, epsilon included, of the version before). 200k steps: greedy
+    return 500 on seeds 0, 1, 2 (~21 s on 2 CPU cores); untrained: 18.9, 9.6, 27.1."""
     assert sebulba_initial_return(PQNConfig(), "CartPole-v1") < 50.0
     config = SebulbaConfig(env="CartPole-v1", total_steps=200_000, envs_per_thread=16, rollout_length=32,
                            lag="1", actor_devices=(0,), learner_devices=(1,), log_every=50,
