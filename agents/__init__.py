@@ -6,7 +6,9 @@ Each algorithm lives in its own package (`agents.ppo`, `agents.impala`, ...) wit
 distributions in `agents.networks`, the recurrent cores (LSTM, GRU) in `agents.cores`
 and their learner re-unroll in `agents.unroll`, return estimators (GAE, V-trace) in
 `agents.returns`, the actor-critic agent plumbing (init, acting, optimizer,
-SGD step) in `agents.actor_critic`, config field checks in `agents.config_checks`.
+SGD step) in `agents.actor_critic`, the value-based one (Q network, epsilon-greedy
+acting, params carrying epsilon) in `agents.q_learning`, config field checks in
+`agents.config_checks`.
 
 `AGENTS` is the one table of agents: the training CLIs build their `agent:<name>`
 subcommands from it, and checkpoints name their agent by config class
@@ -20,6 +22,7 @@ import dataclasses
 from typing import Any, NamedTuple
 
 from agents.impala.config import ImpalaConfig
+from agents.pqn.config import PQNConfig
 from agents.ppo.config import PPOConfig
 
 
@@ -33,6 +36,7 @@ class AgentEntry(NamedTuple):
 AGENTS: dict[str, AgentEntry] = {
     "ppo": AgentEntry(PPOConfig, "Proximal Policy Optimization with GAE."),
     "impala": AgentEntry(ImpalaConfig, "IMPALA: actor-critic with V-trace."),
+    "pqn": AgentEntry(PQNConfig, "PQN: Q(lambda) on parallel rollouts, LayerNorm, epsilon-greedy; no replay, no target net."),
 }
 """CLI name -> agent; the first entry is the default."""
 

@@ -1,14 +1,17 @@
-"""Config pieces shared by the actor-critic agent configs (`PPOConfig`, `ImpalaConfig`); imports no JAX.
+"""Config pieces shared by the agent configs; imports no JAX.
 
-`NetworkConfig` is the mixin dataclass holding the network fields both configs inherit
-(declared and documented once, here); `check_network_fields` validates them.
+`NetworkConfig` is the mixin dataclass holding the actor-critic network fields
+(`PPOConfig`, `ImpalaConfig`; declared and documented once, here), validated by
+`check_network_fields`. The value-based agents (PQN, DQN) inherit `QNetworkConfig`
+(torso and Q head, no recurrent core) and `EpsilonConfig` (the epsilon-greedy schedule),
+validated by `check_q_network_fields` and `check_epsilon_fields`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from podrl.errors import ConfigError, is_int
+from podrl.errors import ConfigError, is_int, require_number
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
 """Names accepted by an agent config's `activation` (functions in `jax.nn`, see `agents.torsos`)."""
@@ -48,14 +51,7 @@ def check_network_fields(config: NetworkConfig) -> None:
     `config.torso` in TORSOS, `config.shared_torso` None, True or False, `config.core` in
     CORES and `config.core_size` a positive int. A core needs the shared torso (its state
     feeds both heads), so `shared_torso=False` with a core is refused."""
-    sizes = config.hidden_sizes
-    if not isinstance(sizes, (tuple, list)) or not all(is_int(s) and s > 0 for s in sizes):
-        raise ConfigError("hidden_sizes", f"must be a tuple of positive ints, got {sizes!r}")
-    object.__setattr__(config, "hidden_sizes", tuple(sizes))
-    if config.activation not in ACTIVATIONS:
-        raise ConfigError("activation", f"must be one of {ACTIVATIONS}, got {config.activation!r}")
-    if config.torso not in TORSOS:
-        raise ConfigError("torso", f"must be one of {TORSOS}, got {config.torso!r}")
+    check_torso_fields(config)
     if config.shared_torso is not None and not isinstance(config.shared_torso, bool):
         raise ConfigError("shared_torso", f"must be True, False or None, got {config.shared_torso!r}")
     if config.core not in CORES:
@@ -66,3 +62,61 @@ def check_network_fields(config: NetworkConfig) -> None:
         raise ConfigError(
             "shared_torso", f"must be True or None with core={config.core!r}: one torso and one "
             f"recurrent core feed both the policy and the value head (separate towers would need two cores)")
+
+
+def check_torso_fields(config) -> None:
+    """Raises ConfigError unless `config.hidden_sizes` is a tuple or list of positive ints
+    (stored back on the frozen dataclass as a tuple), `config.activation` is in ACTIVATIONS
+    and `config.torso` in TORSOS (checked in that order)."""
+    sizes = config.hidden_sizes
+    if not isinstance(sizes, (tuple, list)) or not all(is_int(s) and s > 0 for s in sizes):
+        raise ConfigError("hidden_sizes", f"must be a tuple of positive ints, got {sizes!r}")
+    object.__setattr__(config, "hidden_sizes", tuple(sizes))
+    if config.activation not in ACTIVATIONS:
+        raise ConfigError("activation", f"must be one of {ACTIVATIONS}, got {config.activation!r}")
+    if config.torso not in TORSOS:
+        raise ConfigError("torso", f"must be one of {TORSOS}, got {config.torso!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class QNetworkConfig:
+    """The Q network of the value-based agents: a torso (`agents.torsos`) and a linear Q head
+    `[..., num_actions]` (`agents.q_learning.QNetwork`); feed-forward, no recurrent core."""
+
+    torso: str = "mlp"
+    """Observation encoder: mlp, nature_cnn (Atari), impala_resnet or minatar_cnn (MinAtar); CNNs scale uint8 pixels to [0, 1] inside the network."""
+    hidden_sizes: tuple[int, ...] = (128, 128)
+    """Hidden layer widths of the mlp torso; the CNN torsos ignore it."""
+    activation: str = "relu"
+    """Hidden activation of the mlp torso: one of tanh, relu, gelu, silu, elu (the CNN torsos use ReLU)."""
+    layer_norm: bool = False
+    """LayerNorm after each hidden dense layer (before the activation) of the torso (mlp: every hidden layer; CNNs: their dense layer)."""
+
+
+def check_q_network_fields(config: QNetworkConfig) -> None:
+    """`check_torso_fields`, then ConfigError("layer_norm") unless it is True or False."""
+    check_torso_fields(config)
+    if not isinstance(config.layer_norm, bool):
+        raise ConfigError("layer_norm", f"must be True or False, got {config.layer_norm!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class EpsilonConfig:
+    """The epsilon-greedy exploration schedule of the value-based agents: epsilon decays
+    linearly from `epsilon_start` to `epsilon_end` over the first `epsilon_decay_fraction`
+    of the run's updates, then stays at `epsilon_end` (`agents.q_learning.epsilon_schedule`)."""
+
+    epsilon_start: float = 1.0
+    """Probability of a uniformly random action at the first update, in [0, 1]."""
+    epsilon_end: float = 0.05
+    """Probability of a uniformly random action after the decay, in [0, 1]."""
+    epsilon_decay_fraction: float = 0.2
+    """Share of the run's updates over which epsilon decays linearly, in (0, 1]."""
+
+
+def check_epsilon_fields(config: EpsilonConfig) -> None:
+    """Raises ConfigError unless epsilon_start and epsilon_end are in [0, 1] and
+    epsilon_decay_fraction in (0, 1]."""
+    require_number(config, "epsilon_start", low=0.0, high=1.0)
+    require_number(config, "epsilon_end", low=0.0, high=1.0)
+    require_number(config, "epsilon_decay_fraction", low=0.0, high=1.0, low_open=True)

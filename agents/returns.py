@@ -1,4 +1,4 @@
-"""Return and advantage estimators, pure and single-sequence (rlax style).
+"""Return and advantage estimators (GAE, V-trace, Q(lambda)), pure and single-sequence (rlax style).
 
 Functions take one time-major sequence `[T]`; batch them with `jax.vmap` at the
 call site, or use the `batched_*` forms over `[T, B]`.
@@ -198,3 +198,64 @@ def batched_vtrace(
         v_tm1, v_t, r_t, discount_t, episode_end_t, rho_tm1,
         lambda_, clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold,
     )
+
+
+def q_lambda_returns(
+    r_t: Array,
+    discount_t: Array,
+    q_t: Array,
+    episode_end_t: Array,
+    lambda_: float,
+) -> Array:
+    """Peng's Q(lambda) returns over one sequence, as PQN computes them.
+
+    See "Simplifying Deep Temporal Difference Learning" by Gallici, Fellows, Ellis, Pou,
+    Masmitja, Foerster and Martin (2024), https://arxiv.org/abs/2407.04811, Algorithm 1
+    and eq. (7) (the lambda-return of Peng & Williams 1996 with max_a Q bootstraps):
+
+        G_t = r_t + discount_t * [(1 - lambda_) * q_t + lambda_ * G'_{t+1}]
+        G'_{t+1} = q_t      if episode_end_t or t = T - 1   (the recursion is cut)
+                 = G_{t+1}  otherwise
+
+    with `q_t = max_a Q(o_{t+1}, a)`, o_{t+1} the observation *before* any auto-reset
+    (`Trajectory.next_observation`). A terminated step has `discount_t = 0` (G_t = r_t);
+    a truncated one keeps `discount_t = gamma` and bootstraps from `q_t`, the value of its
+    true final observation; both cut the recursion (`episode_end_t`), and so does the
+    last step of the sequence. lambda_ = 0 gives the one-step Q-learning target
+    r_t + discount_t q_t. No gradient is stopped here; the caller applies
+    `lax.stop_gradient`.
+
+    Args:
+      r_t: `[T]` the reward for the action taken at t.
+      discount_t: `[T]` gamma, times 0 where the episode terminated after step t.
+      q_t: `[T]` max_a Q(o_{t+1}, a).
+      episode_end_t: `[T]` bool or 0/1, the episode ended (terminated or truncated) after t.
+      lambda_: mixing parameter in [0, 1].
+
+    Returns:
+      `[T]` the Q(lambda) targets G_t for Q(o_t, a_t).
+    """
+    chex.assert_rank([r_t, discount_t, q_t, episode_end_t], 1)
+    chex.assert_equal_shape([r_t, discount_t, q_t, episode_end_t])
+    chex.assert_type([r_t, discount_t, q_t], float)
+    cut = episode_end_t.astype(bool)
+
+    def backward(g_tp1, xs):
+        r, discount, q, cut_t = xs
+        g_t = r + discount * ((1.0 - lambda_) * q + lambda_ * jnp.where(cut_t, q, g_tp1))
+        return g_t, g_t
+
+    _, returns = lax.scan(backward, q_t[-1], (r_t, discount_t, q_t, cut), reverse=True)
+    return returns
+
+
+_q_lambda_over_batch = jax.vmap(q_lambda_returns, in_axes=(1, 1, 1, 1, None), out_axes=1)
+
+
+def batched_q_lambda_returns(
+    r_t: Array, discount_t: Array, q_t: Array, episode_end_t: Array, lambda_: float
+) -> Array:
+    """`q_lambda_returns` over a time-major batch: every array is `[T, B]`; returns `[T, B]`."""
+    chex.assert_rank([r_t, discount_t, q_t, episode_end_t], 2)
+    chex.assert_equal_shape([r_t, discount_t, q_t, episode_end_t])
+    return _q_lambda_over_batch(r_t, discount_t, q_t, episode_end_t, lambda_)

@@ -2,7 +2,8 @@
 
 An agent config names its torso (`torso`, one of `TORSOS` in `agents.config_checks`):
 
-- `mlp`: flatten, then Dense + activation per `hidden_sizes` (the CleanRL / PureJaxRL MLP);
+- `mlp`: flatten, then Dense + activation per `hidden_sizes` (the CleanRL / PureJaxRL MLP), with
+  `layer_norm` a LayerNorm between each Dense and its activation (PQN, Gallici et al. 2024);
 - `nature_cnn`: Mnih et al. 2015 ("Human-level control through deep reinforcement
   learning", Nature 518): conv 32 8x8 s4, conv 64 4x4 s2, conv 64 3x3 s1, dense 512, ReLU;
   1,684,128 params on `[4, 84, 84]` frames, F = 512;
@@ -96,13 +97,14 @@ def _images(x: Array, obs_shape: tuple[int, ...]) -> tuple[Array, tuple[int, ...
     return x, batch_shape
 
 
-def mlp_layers(x: Array, hidden_sizes: Sequence[int], activation: str) -> Array:
-    """Dense + activation per width, created in the calling compact module's scope (so the
-    layers are that module's `Dense_0`, `Dense_1`, ... — the parameter names of the original
-    `MLP`, kept bit-identical)."""
+def mlp_layers(x: Array, hidden_sizes: Sequence[int], activation: str, layer_norm: bool = False) -> Array:
+    """Dense (+ LayerNorm if `layer_norm`) + activation per width, created in the calling compact
+    module's scope (so the layers are that module's `Dense_0`, `Dense_1`, ... — the parameter
+    names of the original `MLP`, kept bit-identical; LayerNorms add `LayerNorm_0`, ...)."""
     act = ACTIVATIONS[activation]
     for size in hidden_sizes:
-        x = act(nn.Dense(size, kernel_init=_RELU_INIT)(x))
+        x = nn.Dense(size, kernel_init=_RELU_INIT)(x)
+        x = act(nn.LayerNorm()(x) if layer_norm else x)
     return x
 
 
@@ -118,19 +120,20 @@ class MLPTorso(nn.Module):
     obs_shape: tuple[int, ...]
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
+    layer_norm: bool = False  # LayerNorm after each hidden Dense, before the activation (PQN)
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
-        return mlp_layers(flatten_obs(x, self.obs_shape), self.hidden_sizes, self.activation)
+        return mlp_layers(flatten_obs(x, self.obs_shape), self.hidden_sizes, self.activation, self.layer_norm)
 
 
 def _conv(features: int, kernel: int, stride: int = 1, padding: str = "VALID") -> nn.Conv:
     return nn.Conv(features, (kernel, kernel), (stride, stride), padding=padding, kernel_init=_RELU_INIT)
 
 
-def _dense_out(x: Array, batch_shape: tuple[int, ...], size: int) -> Array:
-    x = x.reshape(x.shape[0], -1)
-    x = jax.nn.relu(nn.Dense(size, kernel_init=_RELU_INIT)(x))
+def _dense_out(x: Array, batch_shape: tuple[int, ...], size: int, layer_norm: bool = False) -> Array:
+    x = nn.Dense(size, kernel_init=_RELU_INIT)(x.reshape(x.shape[0], -1))
+    x = jax.nn.relu(nn.LayerNorm()(x) if layer_norm else x)
     return x.reshape(batch_shape + (size,))
 
 
@@ -142,6 +145,7 @@ class NatureCNN(nn.Module):
     """
 
     obs_shape: tuple[int, ...]
+    layer_norm: bool = False  # LayerNorm after the dense layer, before its ReLU
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
@@ -149,7 +153,7 @@ class NatureCNN(nn.Module):
         x = jax.nn.relu(_conv(32, 8, 4)(x))
         x = jax.nn.relu(_conv(64, 4, 2)(x))
         x = jax.nn.relu(_conv(64, 3, 1)(x))
-        return _dense_out(x, batch_shape, 512)
+        return _dense_out(x, batch_shape, 512, self.layer_norm)
 
 
 class _ResidualBlock(nn.Module):
@@ -173,6 +177,7 @@ class ImpalaResNet(nn.Module):
 
     obs_shape: tuple[int, ...]
     channels: Sequence[int] = (16, 32, 32)
+    layer_norm: bool = False  # LayerNorm after the dense layer, before its ReLU
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
@@ -182,7 +187,7 @@ class ImpalaResNet(nn.Module):
             x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
             x = _ResidualBlock()(x)
             x = _ResidualBlock()(x)
-        return _dense_out(jax.nn.relu(x), batch_shape, 256)
+        return _dense_out(jax.nn.relu(x), batch_shape, 256, self.layer_norm)
 
 
 class MinAtarCNN(nn.Module):
@@ -192,20 +197,22 @@ class MinAtarCNN(nn.Module):
     """
 
     obs_shape: tuple[int, ...]
+    layer_norm: bool = False  # LayerNorm after the dense layer, before its ReLU
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
         x, batch_shape = _images(x, self.obs_shape)
         x = jax.nn.relu(_conv(16, 3, 1)(x))
-        return _dense_out(x, batch_shape, 128)
+        return _dense_out(x, batch_shape, 128, self.layer_norm)
 
 
 def make_torso(torso: str, obs_shape: Sequence[int], hidden_sizes: Sequence[int] = (64, 64),
-               activation: str = "tanh", name: str | None = None) -> nn.Module:
-    """The torso module named `torso` for observations `[..., *obs_shape]` (checked by `check_torso`)."""
+               activation: str = "tanh", name: str | None = None, layer_norm: bool = False) -> nn.Module:
+    """The torso module named `torso` for observations `[..., *obs_shape]` (checked by `check_torso`);
+    `layer_norm` adds a LayerNorm after each hidden dense layer (parameters otherwise unchanged)."""
     obs_shape = tuple(int(d) for d in obs_shape)
     check_torso(torso, obs_shape)
     if torso == "mlp":
-        return MLPTorso(obs_shape, tuple(hidden_sizes), activation, name=name)
+        return MLPTorso(obs_shape, tuple(hidden_sizes), activation, layer_norm, name=name)
     cls = {"nature_cnn": NatureCNN, "impala_resnet": ImpalaResNet, "minatar_cnn": MinAtarCNN}[torso]
-    return cls(obs_shape, name=name)
+    return cls(obs_shape, layer_norm=layer_norm, name=name)

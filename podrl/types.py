@@ -68,6 +68,11 @@ class Trajectory(NamedTuple):
 class TrainState(NamedTuple):
     """What an agent learns. `params` is what actors need; the rest stays on learners.
 
+    `params` may carry actor-side schedule values beside the network weights, e.g. the
+    value-based agents' `{"network": ..., "epsilon": float32 []}` (`agents.q_learning`):
+    layouts publish params to actors as a whole, so actors act with the values of the
+    params version they hold. `opt_state` need not cover all of `params`.
+
     `params`, `opt_state` and `update_step` are the same on every learner shard.
     `shard_state` is per learner shard (e.g. a replay ring buffer): each shard keeps
     its own, never averaged; `init` returns and `update` sees only its shard's, with

@@ -4,6 +4,9 @@ Rows (each measured in its own subprocess, so each gets its own JAX device count
   a_reference   PPO on CartPole-v1, 4 envs x 128 steps, 4 epochs x 4 minibatches,
                 500k steps (AnakinConfig + PPOConfig defaults, eval_every=0).
   b_throughput  the same PPO with 2048 envs x 16 steps (--throughput-steps, default 4M).
+                With --agents ppo,pqn (any names registered in agents.AGENTS) rows a and b
+                are run for each agent in turn, with that agent's config defaults (and
+                `torso` / `anneal_lr` where the config has them).
   c_env_only    the ceiling: the same JAX CartPole (wrap_for_training) with random
                 actions and no network, vmapped over 4 and 2048 envs, `lax.scan` over
                 time inside one jit(shard_map(...)) over `podrl.mesh.data_mesh`.
@@ -20,6 +23,7 @@ Usage:
   python scripts/bench_anakin.py                                   # full run, 1 and 2 devices
   python scripts/bench_anakin.py --out bench.json --repeats 3      # median of 3 runs per row
   python scripts/bench_anakin.py --devices 1 2 4 --throughput-steps 4000000
+  python scripts/bench_anakin.py --agents ppo,pqn                  # training rows for PPO and PQN
   python scripts/bench_anakin.py --quick --out /tmp/smoke.json     # tiny smoke test
 """
 
@@ -56,6 +60,7 @@ class Measurement:
     num_seeds: int = 1  # training: seeds vmapped in one program
     anneal_lr: bool = True  # training: PPO's learning-rate anneal
     eval_episodes: int = 0  # training: episodes of the final (untimed) evaluation; 0 = one per device
+    agent: str = "ppo"  # training: a name in agents.AGENTS, trained with its config defaults
 
     @property
     def is_training(self) -> bool:
@@ -65,11 +70,20 @@ class Measurement:
 # ---------------------------------------------------------------- child side
 
 
+def agent_config(m: Measurement) -> Any:
+    """The config of agent `m.agent` (its defaults), with `m.torso` and `m.anneal_lr` set
+    on the fields of those names that it has."""
+    from agents import AGENTS
+
+    cls = AGENTS[m.agent].config
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in (("torso", m.torso), ("anneal_lr", m.anneal_lr)) if k in names})
+
+
 def measure_training(m: Measurement) -> dict[str, Any]:
-    """Trains PPO with `train_anakin`; returns its steps/s and compile seconds."""
+    """Trains `m.agent` with `train_anakin`; returns its steps/s and compile seconds."""
     import numpy as np
 
-    from agents.ppo import PPOConfig
     from podrl.anakin import train_anakin
     from podrl.config import AnakinConfig, LoggingConfig
 
@@ -79,7 +93,7 @@ def measure_training(m: Measurement) -> dict[str, Any]:
         eval_episodes=m.eval_episodes or m.devices,  # the one final evaluation is not timed; small by default
         logging=LoggingConfig(run_dir=None, console=False),
     )
-    result = train_anakin(config, PPOConfig(torso=m.torso, anneal_lr=m.anneal_lr))
+    result = train_anakin(config, agent_config(m))
     final_return = result.final_eval_return
     return {
         "steps_per_second": float(result.steps_per_second),
@@ -173,9 +187,10 @@ def plan(args: argparse.Namespace) -> list[Measurement]:
     else:
         ref_steps, tp_steps, min_seconds = 500_000, args.throughput_steps, args.env_min_seconds
     rows = []
-    for devices in args.devices:
-        rows.append(Measurement("a_reference", devices, 4, 128, ref_steps))
-        rows.append(Measurement("b_throughput", devices, 2048, 16, tp_steps))
+    for agent in args.agents:
+        for devices in args.devices:
+            rows.append(Measurement("a_reference", devices, 4, 128, ref_steps, agent=agent))
+            rows.append(Measurement("b_throughput", devices, 2048, 16, tp_steps, agent=agent))
     for devices in args.devices:
         rows.append(Measurement("c_env_only", devices, 4, 128, ref_steps, min_seconds=min_seconds))
         rows.append(Measurement("c_env_only", devices, 2048, 16, tp_steps, min_seconds=min_seconds))
@@ -190,11 +205,9 @@ def run_once(m: Measurement, timeout: float) -> dict[str, Any]:
 def describe(m: Measurement) -> dict[str, Any]:
     """The `config` field of a row."""
     if m.is_training:
-        from agents.ppo import PPOConfig
-
-        ppo = PPOConfig()
-        return {"env": m.env, "agent": "PPO", "torso": m.torso, "num_epochs": ppo.num_epochs,
-                "num_minibatches": ppo.num_minibatches, "total_steps": m.total_steps,
+        config = agent_config(m)
+        return {"env": m.env, "agent": m.agent, "torso": m.torso, "num_epochs": getattr(config, "num_epochs", None),
+                "num_minibatches": getattr(config, "num_minibatches", None), "total_steps": m.total_steps,
                 "updates_per_call": m.updates_per_call, "eval_every": 0}
     return {"env": m.env, "actions": "uniform random", "network": None,
             "scan_length": m.updates_per_call * m.rollout_length,
@@ -223,7 +236,8 @@ def measure_all(plan_: list[Measurement], repeats: int, timeout: float) -> list[
     for repeat in range(repeats):
         for m, row_runs in zip(plan_, runs):
             row_runs.append(run_once(m, timeout))
-            print(f"[{repeat + 1}/{repeats}] {m.name:13s} devices={m.devices} envs={m.num_envs:5d}: "
+            print(f"[{repeat + 1}/{repeats}] {m.name:13s} {m.agent if m.is_training else '':6s} "
+                  f"devices={m.devices} envs={m.num_envs:5d}: "
                   f"{run_status(row_runs[-1])}", file=sys.stderr, flush=True)
     return [summarize(m, row_runs) for m, row_runs in zip(plan_, runs)]
 
@@ -237,8 +251,12 @@ def run_status(run: dict[str, Any]) -> str:
 
 
 def add_ratios(rows: list[dict[str, Any]]) -> None:
-    """Env-only rows: `training_fraction_of_ceiling` (training steps/s at the same envs and devices)."""
-    training = {(r["num_envs"], r["devices"]): r for r in rows if r["name"] in TRAIN_ROWS}
+    """Env-only rows: `training_fraction_of_ceiling` (training steps/s of the first agent of
+    --agents at the same envs and devices)."""
+    training: dict[tuple[int, int], dict[str, Any]] = {}
+    for r in rows:
+        if r["name"] in TRAIN_ROWS:
+            training.setdefault((r["num_envs"], r["devices"]), r)
     for row in rows:
         sps = row["steps_per_second"]
         if row["name"] in TRAIN_ROWS:
@@ -252,8 +270,8 @@ def add_ratios(rows: list[dict[str, Any]]) -> None:
 
 
 CAPTION = (
-    "train/ceiling (env-only rows) = training steps/s / env-only steps/s at the same env count and "
-    "devices, from this run. Compile = AOT compile of the train call (env-only: of the scan chunk). "
+    "train/ceiling (env-only rows) = training steps/s (of the first agent listed) / env-only steps/s "
+    "at the same env count and devices, from this run. Compile = AOT compile of the train call (env-only: of the scan chunk). "
     "podrl against a peer measured in the same run: scripts/bench_peers.py."
 )
 
@@ -261,13 +279,13 @@ CAPTION = (
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     """The results as a markdown table with its caption."""
     lines = [
-        "| row | devices | envs x steps | steps/s | compile s | train/ceiling |",
-        "|---|---:|---|---:|---:|---:|",
+        "| row | devices | agent | envs x steps | steps/s | compile s | train/ceiling |",
+        "|---|---:|---|---|---:|---:|---:|",
     ]
     for r in rows:
         ratio = r.get("training_fraction_of_ceiling")
         cells = [
-            r["name"], str(r["devices"]), f"{r['num_envs']} x {r['rollout_length']}",
+            r["name"], str(r["devices"]), r["config"].get("agent") or "", f"{r['num_envs']} x {r['rollout_length']}",
             fmt(r["steps_per_second"], ",.0f") if "error" not in r else "FAILED",
             fmt(r["compile_seconds"], ".2f"),
             "" if r["name"] in TRAIN_ROWS else fmt(ratio, ".1%"),
@@ -284,12 +302,25 @@ def document(rows: list[dict[str, Any]], args: argparse.Namespace, wall_seconds:
     return repeats_document(rows, args, wall_seconds, jax.__version__)
 
 
+def agent_names(text: str) -> tuple[str, ...]:
+    """`"ppo,pqn"` -> `("ppo", "pqn")`; argparse error for a name not in agents.AGENTS."""
+    from agents import AGENTS
+
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in AGENTS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"unknown agent(s) {unknown or text!r}; expected names from {sorted(AGENTS)}")
+    return names
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = new_parser(__doc__)
     parser.add_argument("--devices", type=int, nargs="+", default=[1, 2], help="device counts to run each row on")
     parser.add_argument("--repeats", type=int, default=1, help="runs per row; the median is reported")
     parser.add_argument("--throughput-steps", type=int, default=4_000_000, help="total env steps of row (b)")
     parser.add_argument("--env-min-seconds", type=float, default=1.0, help="env-only rows step at least this long")
+    parser.add_argument("--agents", type=agent_names, default=("ppo",),
+                        help="comma-separated agents (names in agents.AGENTS) whose training rows are measured")
     add_child_run_flags(parser, timeout=900.0, quick_help="tiny step counts (smoke test, numbers meaningless)")
     args = parser.parse_args(argv)
     if args.repeats < 1 or any(d < 1 for d in args.devices):

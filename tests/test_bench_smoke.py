@@ -3,6 +3,7 @@
 Only checks that each row ran and produced positive numbers; no timing is asserted.
 """
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_anakin.py"
+sys.path.insert(0, str(SCRIPT.parent))
+import bench_anakin  # noqa: E402  (the scripts folder is not a package)
 
 EXPECTED_ROWS = {
     (name, devices, num_envs)
@@ -39,6 +42,21 @@ def test_quick_benchmark_writes_every_row(tmp_path):
     assert not any("reference" in key for r in rows for key in r if key != "name")  # no ratio to another run
     assert all(r["training_fraction_of_ceiling"] > 0 for r in rows if r["name"] == "c_env_only")
     assert "| row | devices |" in proc.stdout
+
+
+@pytest.mark.timeout(120)
+def test_agents_option_adds_training_rows_for_each_agent(cpu_devices):
+    """--agents ppo,pqn plans rows a and b for each agent (any registered name, nothing agent-specific
+    in the script); a PQN row trains in-process; an unknown name is refused by the parser."""
+    args = bench_anakin.parse_args(["--quick", "--devices", "1", "--agents", "ppo,pqn"])
+    rows = bench_anakin.plan(args)
+    assert [(m.name, m.agent) for m in rows if m.is_training] == [
+        ("a_reference", "ppo"), ("b_throughput", "ppo"), ("a_reference", "pqn"), ("b_throughput", "pqn")]
+    assert bench_anakin.describe(rows[2])["agent"] == "pqn"
+    with pytest.raises(SystemExit):
+        bench_anakin.parse_args(["--agents", "ppo,nope"])
+    result = bench_anakin.measure_training(dataclasses.replace(rows[2], total_steps=4 * 128 * 2, updates_per_call=2))
+    assert result["steps_per_second"] > 0 and result["steps_measured"] == 4 * 128 * 2
 
 
 def test_bench_peers_without_the_peer_says_not_measured(tmp_path):

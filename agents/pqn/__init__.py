@@ -1,0 +1,15 @@
+"""PQN (Gallici et al. 2024, arXiv:2407.04811): Q(lambda) on parallel on-policy rollouts,
+LayerNorm, epsilon-greedy acting, no target network and no replay, for both layouts.
+
+    config = PQNConfig(learning_rate=5e-4)
+    config.check_batch(rollout_length, envs_per_shard)
+    agent = config.make_agent(env_spec, total_updates)   # a podrl.types.Agent
+
+    python scripts/train_anakin.py agent:pqn
+"""
+
+from agents.pqn.agent import make_agent, make_optimizer
+from agents.pqn.config import PQNConfig
+from agents.pqn.losses import PQNBatch, make_loss_fn
+
+__all__ = ["PQNConfig", "make_agent", "make_optimizer", "PQNBatch", "make_loss_fn"]

@@ -1,0 +1,83 @@
+"""The PQN `Agent`: act epsilon-greedily, update by minibatch SGD on Q(lambda) targets.
+
+`update` runs on one learner shard inside the layout's `shard_map`. It computes
+max_a Q(next_observation) `[T, B]` with the params before the update, the Q(lambda)
+targets `[T, B]` (`agents.returns.batched_q_lambda_returns`), then `num_epochs` passes of
+`num_minibatches` shuffled minibatches of the `T * B` transitions, with the SGD step of
+`agents.actor_critic.sgd_step` on `params["network"]` (gradients averaged across learners
+by `learner_value_and_grad`). The params it hands on carry the next epsilon
+(`agents.q_learning`). Nothing here mentions devices, threads or layouts.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from agents.actor_critic import clipped_flat_optimizer, finish_update, lr_schedule, sgd_step
+from agents.pqn.config import PQNConfig
+from agents.pqn.losses import PQNBatch, make_loss_fn
+from agents.q_learning import QParts, next_params, q_agent, q_values
+from agents.returns import batched_q_lambda_returns, learner_rewards
+from envs.types import EnvSpec
+from podrl.types import Agent, Metrics, TrainState, Trajectory
+
+Array = jax.Array
+
+
+def make_optimizer(config: PQNConfig, total_updates: int,
+                   num_params: int | None = None) -> tuple[optax.GradientTransformation, Any]:
+    """`(optimizer, schedule)`: global-norm clip then Adam, flattened for small models."""
+    schedule = lr_schedule(config.learning_rate, config.anneal_lr, config.num_optimizer_steps(total_updates))
+    return clipped_flat_optimizer(config.max_grad_norm, optax.adam(schedule, eps=config.adam_eps), num_params), schedule
+
+
+def make_agent(config: PQNConfig, env_spec: EnvSpec, total_updates: int) -> Agent:
+    """The PQN agent for `env_spec` (discrete actions); `total_updates` calls of `update`
+    decay epsilon over the first `epsilon_decay_fraction` of them and anneal lr to 0."""
+    return q_agent("pqn", config, env_spec, total_updates, make_optimizer, make_loss_fn, _update)
+
+
+def q_lambda_batch(parts: QParts, network_params, traj: Trajectory) -> PQNBatch:
+    """The `[T, B]` trajectory as a flat `N = T * B` batch with its Q(lambda) targets."""
+    cfg = parts.config
+    q_next = jnp.max(q_values(parts, network_params, traj.next_observation), axis=-1)  # [T, B]
+    target = batched_q_lambda_returns(
+        r_t=learner_rewards(traj.reward, cfg.reward_clip, cfg.reward_scale),
+        discount_t=cfg.gamma * traj.discount, q_t=jax.lax.stop_gradient(q_next),
+        episode_end_t=traj.episode_end, lambda_=cfg.q_lambda,
+    )
+    batch = PQNBatch(traj.observation, traj.action.astype(jnp.int32), target)
+    n = target.size
+    return jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), batch)
+
+
+def _epoch(parts: QParts, batch: PQNBatch, carry, key: Array):
+    """One pass over the `N`-transition batch in `num_minibatches` shuffled minibatches `[N / m]`."""
+    m = parts.config.num_minibatches
+    perm = jax.random.permutation(key, batch.target.shape[0])
+    minibatches = jax.tree.map(lambda x: x[perm].reshape((m, -1) + x.shape[1:]), batch)
+    return jax.lax.scan(functools.partial(sgd_step, parts, key), carry, minibatches)
+
+
+def _update(parts: QParts, train_state: TrainState, traj: Trajectory, key: Array) -> tuple[TrainState, Metrics]:
+    """num_epochs x num_minibatches Adam steps on this shard's trajectory `[T, B]`; metrics
+    q_loss, q_mean, target_mean (meaned over steps and learners), learning_rate and epsilon
+    (the one this rollout was acted with)."""
+    traj.validate()
+    parts.config.check_batch(*traj.reward.shape)
+    network_params = train_state.params["network"]
+    batch = q_lambda_batch(parts, network_params, traj)
+    keys = jax.random.split(key, parts.config.num_epochs)
+    (network_params, opt_state), metrics = jax.lax.scan(
+        functools.partial(_epoch, parts, batch), (network_params, train_state.opt_state), keys
+    )
+    epsilon = train_state.params["epsilon"]  # what the actors used for this rollout
+    params = next_params(parts, network_params, train_state.update_step)
+    train_state, metrics = finish_update(parts, train_state, params, opt_state, metrics)
+    metrics["epsilon"] = jnp.asarray(epsilon, jnp.float32)
+    return train_state, metrics

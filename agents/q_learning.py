@@ -1,0 +1,191 @@
+"""What the value-based agents (PQN, DQN) share: the Q network, epsilon-greedy acting with
+its schedule, params carrying epsilon, the discrete-action check and the agent plumbing.
+
+**Params.** `TrainState.params` is what actors need, so a value-based agent's params are
+
+    {"network": <flax params of QNetwork>, "epsilon": float32 []}
+
+`epsilon` is the exploration rate actors use with these params: `init` writes
+`epsilon_fn(0)` and each `update` writes `epsilon_fn(update_step + 1)`, the value for the
+next rollout. Both layouts publish params to their actors after each update, so the actors
+always act with the epsilon of the params version they hold; no layout knows about it. The
+optimizer state covers only `params["network"]` (gradients are taken w.r.t. the network
+only, see `QParts.grad_fn`), and every update goes through `optax.apply_updates`
+(`agents.actor_critic.sgd_step`). Evaluation uses `act_greedy` (no epsilon).
+
+An agent module supplies its `make_optimizer`, `make_loss_fn(config, network)` and
+`update(parts, train_state, trajectory [T, B], key)`; `q_agent` builds the
+`podrl.types.Agent` around them (compare `agents.actor_critic.actor_critic_agent`).
+The config inherits `QNetworkConfig` and `EpsilonConfig` (`agents.config_checks`).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+from agents.actor_critic import check_total_updates, count_params
+from agents.config_checks import (
+    EpsilonConfig, QNetworkConfig, check_epsilon_fields, check_q_network_fields,
+)
+from agents.torsos import make_torso
+from envs.types import EnvSpec
+from podrl.errors import ConfigError
+from podrl.types import Agent, Metrics, TrainState, Trajectory
+
+Array = jax.Array
+
+__all__ = [
+    "QNetworkConfig", "EpsilonConfig", "check_q_network_fields", "check_epsilon_fields",
+    "QNetwork", "make_q_network", "check_discrete_actions", "epsilon_schedule", "decay_updates",
+    "epsilon_greedy", "QParts", "q_agent", "q_values", "next_params", "init_network_params",
+    "init_train_state", "act", "act_greedy",
+]
+
+
+class QNetwork(nn.Module):
+    """Observations `[..., *obs]` -> Q values `[..., num_actions]`: a torso, then a linear head."""
+
+    obs_shape: tuple[int, ...]
+    num_actions: int
+    torso: str = "mlp"
+    hidden_sizes: Sequence[int] = (128, 128)
+    activation: str = "relu"
+    layer_norm: bool = False
+
+    @nn.compact
+    def __call__(self, x: Array) -> Array:
+        features = make_torso(self.torso, self.obs_shape, self.hidden_sizes, self.activation,
+                              name="torso", layer_norm=self.layer_norm)(x)
+        return nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(1.0), name="q_head")(features)
+
+
+def check_discrete_actions(agent: str, env_spec: EnvSpec) -> None:
+    """ConfigError("env") naming `agent` and the action spec unless actions are discrete."""
+    if not env_spec.discrete:
+        raise ConfigError(
+            "env", f"agent {agent!r} picks argmax_a Q(o, a) and needs a discrete action space, but this "
+            f"environment's action spec is {env_spec.action!r}; use a discrete-action env or a "
+            f"policy-gradient agent (ppo, impala) for continuous actions")
+
+
+def make_q_network(agent: str, config: QNetworkConfig, env_spec: EnvSpec) -> QNetwork:
+    """The `QNetwork` the config names for `env_spec`: ConfigError("env") for continuous actions,
+    ConfigError("torso") for a torso that cannot read these observations (nothing is traced)."""
+    check_discrete_actions(agent, env_spec)
+    obs_shape = tuple(int(d) for d in env_spec.observation.shape)
+    make_torso(config.torso, obs_shape, config.hidden_sizes, config.activation)  # checks the torso
+    return QNetwork(obs_shape, int(env_spec.action.num_values), config.torso, tuple(config.hidden_sizes),
+                    config.activation, config.layer_norm)
+
+
+def decay_updates(config: EpsilonConfig, total_updates: int) -> int:
+    """Updates over which epsilon decays: `epsilon_decay_fraction * total_updates`, at least 1."""
+    return max(1, round(config.epsilon_decay_fraction * total_updates))
+
+
+def epsilon_schedule(start: float, end: float, num_updates: int) -> Callable[[Array], Array]:
+    """`update_step (int []) -> epsilon (float32 [])`: linear from `start` at step 0 to `end`
+    at `num_updates`, then constant. Pure; the same on every learner and host."""
+    schedule = optax.linear_schedule(start, end, num_updates)
+    return lambda step: jnp.asarray(schedule(step), jnp.float32)
+
+
+def epsilon_greedy(key: Array, q: Array, epsilon: Array) -> Array:
+    """int32 actions `[B]` from Q values `[B, A]`: uniform with probability `epsilon` `[]`, else argmax."""
+    explore_key, action_key = jax.random.split(key)
+    greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
+    random = jax.random.randint(action_key, greedy.shape, 0, q.shape[-1], dtype=jnp.int32)
+    explore = jax.random.uniform(explore_key, greedy.shape) < epsilon
+    return jnp.where(explore, random, greedy)
+
+
+class QParts(NamedTuple):
+    """What a value-based agent's pure functions close over (static Python objects); the field
+    names `config`, `optimizer`, `learning_rate`, `grad_fn` are those `agents.actor_critic`'s
+    `sgd_step` and `finish_update` read, so both apply here (on `params["network"]`)."""
+
+    config: Any  # the agent's frozen config: QNetworkConfig + EpsilonConfig + num_optimizer_steps
+    network: QNetwork
+    optimizer: optax.GradientTransformation  # over params["network"] only
+    learning_rate: Callable[[Array], Array]  # optimizer step count -> step size
+    grad_fn: Callable[..., Any]  # jax.value_and_grad(loss_fn, has_aux=True), w.r.t. network params
+    epsilon: Callable[[Array], Array]  # update step -> epsilon, `epsilon_schedule`
+
+
+def q_agent(
+    agent: str,
+    config: Any,
+    env_spec: EnvSpec,
+    total_updates: int,
+    make_optimizer: Callable[..., tuple[optax.GradientTransformation, Callable[[Array], Array]]],
+    make_loss_fn: Callable[[Any, QNetwork], Callable[..., Any]],
+    update: Callable[[QParts, TrainState, Trajectory, Array], tuple[TrainState, Metrics]],
+    init: Callable[[QParts, Array, EnvSpec], TrainState] | None = None,
+) -> Agent:
+    """The `Agent` named `agent` whose `update` is `update(parts, ...)`; `total_updates` calls
+    of it make the run (the epsilon and learning-rate schedules). `init(parts, key, env_spec)`
+    defaults to `init_train_state` (an agent with more learner state, e.g. a target network or
+    a replay buffer in `opt_state`, passes its own, keeping `params` as documented above).
+    Raises ConfigError for a continuous action space or an unusable torso before anything
+    compiles."""
+    total_updates = check_total_updates(total_updates)
+    network = make_q_network(agent, config, env_spec)
+    optimizer, schedule = make_optimizer(config, total_updates, count_params(network, env_spec))
+    epsilon = epsilon_schedule(config.epsilon_start, config.epsilon_end, decay_updates(config, total_updates))
+    parts = QParts(config, network, optimizer, schedule,
+                   jax.value_and_grad(make_loss_fn(config, network), has_aux=True), epsilon)
+    return Agent(
+        init=functools.partial(init or init_train_state, parts),
+        init_actor_state=_no_actor_state,
+        act=functools.partial(act, parts),
+        act_greedy=functools.partial(act_greedy, parts),
+        update=functools.partial(update, parts),
+    )
+
+
+def _no_actor_state(batch_size: int) -> tuple:
+    del batch_size
+    return ()
+
+
+def init_network_params(parts: QParts, key: Array, env_spec: EnvSpec):
+    """Fresh flax params of `parts.network` for `env_spec`'s observations."""
+    obs = jnp.zeros((1,) + tuple(env_spec.observation.shape), env_spec.observation.dtype)
+    return parts.network.init(key, obs)
+
+
+def init_train_state(parts: QParts, key: Array, env_spec: EnvSpec) -> TrainState:
+    """params `{"network", "epsilon": epsilon_fn(0)}`, the optimizer state of the network, step 0."""
+    network_params = init_network_params(parts, key, env_spec)
+    params = {"network": network_params, "epsilon": parts.epsilon(jnp.zeros((), jnp.int32))}
+    return TrainState(params, parts.optimizer.init(network_params), jnp.zeros((), jnp.int32))
+
+
+def q_values(parts: QParts, network_params, observation: Array) -> Array:
+    """Q values `[..., A]` of observations `[..., *obs]`."""
+    return parts.network.apply(network_params, observation)
+
+
+def act(parts: QParts, params, actor_state, observation: Array, key: Array):
+    """`Agent.act`: epsilon-greedy actions `[B]` for observations `[B, *obs]` with
+    `params["epsilon"]`; no extras; `actor_state` (()) passes through."""
+    q = q_values(parts, params["network"], observation)
+    return epsilon_greedy(key, q, params["epsilon"]), {}, actor_state
+
+
+def act_greedy(parts: QParts, params, actor_state, observation: Array):
+    """`Agent.act_greedy`: argmax_a Q(o, a) `[B]`, the evaluation policy (no epsilon)."""
+    q = q_values(parts, params["network"], observation)
+    return jnp.argmax(q, axis=-1).astype(jnp.int32), actor_state
+
+
+def next_params(parts: QParts, network_params, update_step: Array) -> dict[str, Any]:
+    """The params an update hands on: the new network params and the epsilon for the next
+    rollout, `epsilon_fn(update_step + 1)` (`update_step`: the step before this update)."""
+    return {"network": network_params, "epsilon": parts.epsilon(update_step + 1)}
