@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
+from agents.dqn.config import DQNConfig
 from agents.impala.config import ImpalaConfig
 from agents.pqn.config import PQNConfig
 from agents.ppo.config import PPOConfig
@@ -37,6 +38,7 @@ AGENTS: dict[str, AgentEntry] = {
     "ppo": AgentEntry(PPOConfig, "Proximal Policy Optimization with GAE."),
     "impala": AgentEntry(ImpalaConfig, "IMPALA: actor-critic with V-trace."),
     "pqn": AgentEntry(PQNConfig, "PQN: Q(lambda) on parallel rollouts, LayerNorm, epsilon-greedy; no replay, no target net."),
+    "dqn": AgentEntry(DQNConfig, "DQN: replay buffer per learner shard, target network, Double DQN, n-step."),
 }
 """CLI name -> agent; the first entry is the default."""
 

@@ -131,7 +131,7 @@ def q_agent(
     """The `Agent` named `agent` whose `update` is `update(parts, ...)`; `total_updates` calls
     of it make the run (the epsilon and learning-rate schedules). `init(parts, key, env_spec)`
     defaults to `init_train_state` (an agent with more learner state, e.g. a target network or
-    a replay buffer in `opt_state`, passes its own, keeping `params` as documented above).
+    a replay buffer in `shard_state`, passes its own, keeping `params` as documented above).
     Raises ConfigError for a continuous action space or an unusable torso before anything
     compiles."""
     total_updates = check_total_updates(total_updates)

@@ -38,11 +38,11 @@ def tiny(**overrides) -> SebulbaConfig:
     return SebulbaConfig(**base)
 
 
-def anakin_sebulba_params(agent_config, T: int = 16, B: int = 8, U: int = 5, env: str = "CartPole-v1"):
-    """`(anakin, sebulba, init)` parameter leaves after `U` updates of `agent_config` on `env`
-    in both layouts with the same seed: Anakin on one device, Sebulba with lag=0, one actor
-    thread, the JAX env through the host adapter and one learner device; `init` is the
-    params both started from. Sebulba skips its final evaluation (a host loop; params are compared)."""
+def anakin_sebulba_states(agent_config, T: int = 16, B: int = 8, U: int = 5, env: str = "CartPole-v1"):
+    """`(anakin, sebulba)` train states after `U` updates of `agent_config` on `env` in both
+    layouts with the same seed: Anakin on one device (its seed axis dropped), Sebulba with
+    lag=0, one actor thread, the JAX env through the host adapter and one learner device.
+    Sebulba skips its final evaluation (a host loop; the states are compared)."""
     anakin = train_anakin(AnakinConfig(env=env, num_envs=B, rollout_length=T, total_steps=T * B * U,
                                        num_devices=1, updates_per_call=U, eval_every=0, logging=QUIET),
                           agent_config)
@@ -50,11 +50,17 @@ def anakin_sebulba_params(agent_config, T: int = 16, B: int = 8, U: int = 5, env
                                           total_steps=T * B * U, actor_devices=(0,), learner_devices=(1,),
                                           lag="0", eval_episodes=0, logging=QUIET), agent_config)
     assert int(np.asarray(sebulba.train_state.update_step)) == U
+    return jax.tree.map(lambda a: np.asarray(a)[0], anakin.state.train_state), jax.device_get(sebulba.train_state)
+
+
+def anakin_sebulba_params(agent_config, T: int = 16, B: int = 8, U: int = 5, env: str = "CartPole-v1"):
+    """`(anakin, sebulba, init)` parameter leaves of `anakin_sebulba_states`; `init` is the
+    params both started from."""
+    anakin, sebulba = anakin_sebulba_states(agent_config, T, B, U, env)
     spec = envs.env_spec(make(env))
     init = agent_config.make_agent(spec, U).init(jax.random.split(jax.random.key(0), 3)[0], spec)
-    a_leaves = [np.asarray(a)[0] for a in jax.tree.leaves(anakin.state.train_state.params)]
-    return a_leaves, [np.asarray(s) for s in jax.tree.leaves(sebulba.train_state.params)], \
-        [np.asarray(i) for i in jax.tree.leaves(init.params)]
+    return [np.asarray(a) for a in jax.tree.leaves(anakin.params)], \
+        [np.asarray(s) for s in jax.tree.leaves(sebulba.params)], [np.asarray(i) for i in jax.tree.leaves(init.params)]
 
 
 def max_diffs(a_leaves, b_leaves) -> list[float]:
