@@ -20,7 +20,7 @@ from podrl.learner_state import shard_global, shard_local, train_state_spec
 from podrl.parallel import DATA_AXIS
 from podrl.keys import update_keys
 from podrl.sebulba.transport import TRAJECTORY_SPEC
-from podrl.types import Agent, Trajectory
+from podrl.types import Agent, TrainState, Trajectory
 
 def concat_batches(pieces: list[Trajectory]) -> Trajectory:
     """Joins `[T, B_i]` trajectories along the batch axis (actor state along its axis 0)."""
@@ -31,18 +31,43 @@ def concat_batches(pieces: list[Trajectory]) -> Trajectory:
     return steps._replace(actor_state=actor_state)
 
 
-def make_learner_step(agent: Agent, mesh: Mesh, num_pieces: int) -> Callable:
+class LearnerStep:
     """`step(train_state, shard_keys [D], index, *pieces) -> (train_state, metrics)`, jitted.
 
     `shard_keys[d]` is learner shard d's base key; update `index` uses the update
-    half of `update_keys(shard_keys[d], index)` (as Anakin's shard d does).
+    half of `update_keys(shard_keys[d], index)` (as Anakin's shard d does). The
+    train state's `shard_state` (a replay buffer may fill most of a learner device)
+    is donated, so the update rewrites it in place instead of holding two copies;
+    the rest is not (its params may be what actors on the same device act with).
     """
 
-    def shard_step(train_state, shard_keys, index, *pieces):
-        _, update_key = update_keys(shard_keys[0], index)
-        train_state, metrics = agent.update(shard_local(train_state), concat_batches(list(pieces)), update_key)
-        return shard_global(train_state), metrics
+    def __init__(self, jitted: Callable):
+        self.jitted = jitted
 
-    in_specs = (train_state_spec(), P(DATA_AXIS), P()) + (TRAJECTORY_SPEC,) * num_pieces
-    mapped = jax.shard_map(shard_step, mesh=mesh, in_specs=in_specs, out_specs=(train_state_spec(), P()))
-    return jax.jit(mapped)
+    def __call__(self, train_state: TrainState, shard_keys, index, *pieces):
+        rest, shard_state, metrics = self.jitted(train_state._replace(shard_state=()), train_state.shard_state,
+                                                 shard_keys, index, *pieces)
+        return rest._replace(shard_state=shard_state), metrics
+
+    def compile(self, train_state: TrainState, shard_keys, index, *pieces) -> "LearnerStep":
+        """The same step compiled ahead of time for these arguments' shapes and shardings."""
+        lowered = self.jitted.lower(train_state._replace(shard_state=()), train_state.shard_state, shard_keys,
+                                    index, *pieces)
+        return LearnerStep(lowered.compile())
+
+
+def make_learner_step(agent: Agent, mesh: Mesh, num_pieces: int) -> LearnerStep:
+    """The learner step of `agent` over `mesh` for `num_pieces` actor rollouts (see `LearnerStep`)."""
+
+    def shard_step(rest, shard_state, shard_keys, index, *pieces):
+        _, update_key = update_keys(shard_keys[0], index)
+        train_state = shard_local(rest._replace(shard_state=shard_state))
+        train_state, metrics = agent.update(train_state, concat_batches(list(pieces)), update_key)
+        train_state = shard_global(train_state)
+        return train_state._replace(shard_state=()), train_state.shard_state, metrics
+
+    spec = train_state_spec()
+    in_specs = (spec._replace(shard_state=()), spec.shard_state, P(DATA_AXIS), P()) + (TRAJECTORY_SPEC,) * num_pieces
+    out_specs = (spec._replace(shard_state=()), spec.shard_state, P())
+    mapped = jax.shard_map(shard_step, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+    return LearnerStep(jax.jit(mapped, donate_argnums=(1,)))

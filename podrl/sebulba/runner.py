@@ -87,7 +87,7 @@ def _shut_down(setup: ActorSetup, timeout: float) -> None:
 def _compile(setup: ActorSetup):
     step = make_learner_step(setup.agent, setup.learner_mesh, len(setup.threads))
     example = [place_on_learners(setup.example_trajectory, setup.shardings)] * len(setup.threads)
-    return step.lower(setup.train_state, setup.learner_keys, np.int32(0), *example).compile()
+    return step.compile(setup.train_state, setup.learner_keys, np.int32(0), *example)
 
 
 def _run(config: SebulbaConfig, setup: ActorSetup, run: RunContext) -> SebulbaResult:
