@@ -1,9 +1,10 @@
 """One process of a multi-process test run (started by scripts/launch_local.py).
 
-Trains an Anakin or Sebulba run with the README's multi-process settings and every
-other field at its default (evaluation included), shortened only by the number of
-updates, and writes this process's final params, step counts and last evaluation
-return to `<out>/p<process_id>.npz`.
+Trains an Anakin or Sebulba run of `--agent` (default ppo) with the README's
+multi-process settings and every other field at its default (evaluation included),
+shortened only by the number of updates, and writes this process's final params (and
+first shard of per-learner-shard state), step counts and last evaluation return to
+`<out>/p<process_id>.npz`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def main() -> None:
     parser.add_argument("--checkpoint-dir")
     parser.add_argument("--stop-after", type=int)
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--agent", default="ppo", help="a registered agent name, at its default config")
     args = parser.parse_args()
 
     import jax
@@ -36,8 +38,10 @@ def main() -> None:
     from podrl.distributed import DistributedConfig, initialize
 
     initialize(DistributedConfig(args.coordinator, args.num_processes, args.process_id))
-    from agents.ppo import PPOConfig
+    from agents import AGENTS
     from podrl.config import LoggingConfig
+
+    agent_config = AGENTS[args.agent].config()
 
     logging = LoggingConfig(run_dir=None, console=True)
     if args.layout == "anakin":
@@ -48,16 +52,17 @@ def main() -> None:
         checkpoint = CheckpointConfig(directory=args.checkpoint_dir, stop_after_updates=args.stop_after,
                                       resume=args.checkpoint_dir if args.resume else None)
         config = anakin_config(args.updates, logging, checkpoint)
-        result = train_anakin(config, PPOConfig())
-        params, local_steps, global_steps = result.state.train_state.params, 0, 0
+        result = train_anakin(config, agent_config)
+        train_state, local_steps, global_steps = result.state.train_state, 0, 0
         final_eval = np.mean(result.final_eval_return)
     else:
         from podrl.sebulba import train_sebulba
 
-        result = train_sebulba(sebulba_config(args.updates, logging), PPOConfig())
-        params, local_steps, global_steps = result.train_state.params, result.env_steps, result.global_env_steps
+        result = train_sebulba(sebulba_config(args.updates, logging), agent_config)
+        train_state, local_steps, global_steps = result.train_state, result.env_steps, result.global_env_steps
         final_eval = np.nan if result.final_eval_return is None else result.final_eval_return
-    leaves = [np.asarray(x.addressable_data(0)) for x in jax.tree.leaves(params)]
+    # params, and this process's first shard of any per-learner-shard state (e.g. DQN's replay buffer)
+    leaves = [np.asarray(x.addressable_data(0)) for x in jax.tree.leaves((train_state.params, train_state.shard_state))]
     np.savez(os.path.join(args.out, f"p{jax.process_index()}.npz"), *leaves,
              local_steps=local_steps, global_steps=global_steps, final_eval=final_eval)
 
