@@ -118,7 +118,7 @@ on 8 of 8 Anakin seeds (0-7) and 3 of 3 Sebulba seeds (0-2) tried at 100k steps;
 @pytest.mark.timeout(300)
 def test_dqn_solves_cartpole_through_anakin(cpu_devices):
     """`CARTPOLE`, 8 envs x 8 steps per update, one device, 100k steps (~15 s on 2 cores);
-    the untrained greedy policy returns ~9."""
+    the untrained greedy policy returns 18.1 (seed 0, 32 episodes)."""
     config = AnakinConfig(env="CartPole-v1", num_envs=8, rollout_length=8, total_steps=LEARN_STEPS, num_devices=1,
                           updates_per_call=100, eval_every=0, eval_episodes=32, logging=QUIET)
     result = train_anakin(config, CARTPOLE)
