@@ -91,12 +91,16 @@ def test_parity_with_anakin_same_seed_params_and_buffers(cpu_devices):
 
 @pytest.mark.timeout(300)
 def test_anakin_stop_resume_with_the_buffer_is_bit_identical(tmp_path, cpu_devices):
-    """Two learner devices, so two buffers; both are checkpointed and restored exactly."""
+    """Two learner devices, so two buffers; both are checkpointed and restored exactly. No gradient
+    steps before the shard's buffer holds min_fill."""
     agent = DQNConfig(**SMALL)
     whole = train_anakin(checkpointed_anakin(tmp_path, "whole"), agent)
     first = train_anakin(checkpointed_anakin(tmp_path, "part", stop_after_updates=4), agent)
     rest = train_anakin(checkpointed_anakin(tmp_path, "rest", resume=str(tmp_path / "part")), agent)
     assert [r["updates"] for r in rest.history] == [7, 10]
+    # 64 transitions per shard and update: min_fill 256 holds learning back for updates 0-2 (the first call)
+    assert float(first.history[0]["train/learning"][0]) == 0.0 and float(first.history[0]["train/q_loss"][0]) == 0.0
+    assert float(rest.history[-1]["train/learning"][0]) == 1.0 and float(rest.history[-1]["train/q_loss"][0]) > 0.0
     buffers = rest.state.train_state.shard_state
     assert buffers.data.observation.shape == (1, 2, 1024, 4) and int(buffers.size[0, 1]) == 10 * 16 * 4
     assert not np.array_equal(buffers.data.observation[0, 0], buffers.data.observation[0, 1])

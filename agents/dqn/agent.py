@@ -131,7 +131,7 @@ def _update(parts: QParts, train_state: TrainState, traj: Trajectory, key: Array
     buffer = replay.add(train_state.shard_state, replay.transitions(traj, cfg.n_step, cfg.gamma, reward))
     # Every shard adds T * B transitions per update, so the fill is a function of update_step and
     # this predicate is the same on every shard (a collective may run inside the cond).
-    learning = (train_state.update_step + 1) * (t * b) >= cfg.min_fill
+    learning = train_state.update_step + 1 >= -(-cfg.min_fill // (t * b))
     learn = functools.partial(_learn, parts, buffer, cfg.sgd_steps(t, b))
     learning_rate = parts.learning_rate(train_state.update_step)
     optimizer = optax.tree_utils.tree_set(train_state.opt_state.optimizer, learning_rate=learning_rate)
