@@ -98,6 +98,7 @@ class Agent(NamedTuple):
     update(train_state, trajectory [T, B], key) -> (train_state, metrics {name: []}).
         Runs inside the layout's data-parallel program on the local shard of the
         batch; it takes gradients with `podrl.parallel.learner_value_and_grad`.
+        `train_state.shard_state` is this shard's own (e.g. its replay buffer).
     """
 
     init: Callable[[PRNGKey, EnvSpec], TrainState]
