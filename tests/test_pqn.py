@@ -86,6 +86,8 @@ def test_continuous_actions_are_refused_naming_agent_and_action_spec():
         PQNConfig().make_agent(spec, 10)
     assert info.value.field == "env"
     assert "'pqn'" in str(info.value) and repr(spec.action) in str(info.value)
+    with pytest.raises(ConfigError, match="^torso:"):  # a CNN on CartPole's vectors, likewise before compiling
+        PQNConfig(torso="nature_cnn").make_agent(envs.env_spec(envs.make("CartPole-v1")), 10)
 
 
 def test_epsilon_schedule_and_epsilon_greedy():
