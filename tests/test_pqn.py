@@ -120,9 +120,8 @@ def test_params_carry_epsilon_and_the_network_has_layer_norm():
     assert (agent.act(no_explore, (), obs, jax.random.key(1))[0] == greedy).all()
     minatar = envs.EnvSpec(specs.Array((10, 10, 4), np.bool_), specs.DiscreteArray(3))
     cnn = PQNConfig(torso="minatar_cnn").make_agent(minatar, 10)
-    cnn_params = cnn.init(jax.random.key(0), minatar).params
+    cnn_params = jax.eval_shape(lambda key: cnn.init(key, minatar).params, jax.random.key(0))  # shapes only
     assert "LayerNorm_0" in cnn_params["network"]["params"]["torso"]
-    assert cnn.act_greedy(cnn_params, (), jnp.zeros((2, 10, 10, 4), bool))[0].shape == (2,)
 
 
 # ------------------------------------------------------------------ layouts
