@@ -8,7 +8,8 @@ around them, with the `ActorCritic` network of `agents.networks` (the config's `
 "gru") the `agents.cores.RecurrentActorCritic`, whose core state is the actor state
 (`[B, core_size]`, a `(c, h)` pair for lstm; `()` without a core), and `act` extras
 "log_prob" `[B]` and "value" `[B]`. `sgd_step` and `finish_update` are the first and
-last pieces of an `update`.
+last pieces of an `update`; they read only `config`, `optimizer`, `learning_rate` and
+`grad_fn` of their parts, so the value-based agents (`agents.q_learning.QParts`) use them too.
 """
 
 from __future__ import annotations

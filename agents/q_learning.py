@@ -33,7 +33,7 @@ from agents.actor_critic import check_total_updates, count_params
 from agents.config_checks import (
     EpsilonConfig, QNetworkConfig, check_epsilon_fields, check_q_network_fields,
 )
-from agents.torsos import make_torso
+from agents.torsos import check_torso, make_torso
 from envs.types import EnvSpec
 from podrl.errors import ConfigError
 from podrl.types import Agent, Metrics, TrainState, Trajectory
@@ -79,7 +79,7 @@ def make_q_network(agent: str, config: QNetworkConfig, env_spec: EnvSpec) -> QNe
     ConfigError("torso") for a torso that cannot read these observations (nothing is traced)."""
     check_discrete_actions(agent, env_spec)
     obs_shape = tuple(int(d) for d in env_spec.observation.shape)
-    make_torso(config.torso, obs_shape, config.hidden_sizes, config.activation)  # checks the torso
+    check_torso(config.torso, obs_shape)
     return QNetwork(obs_shape, int(env_spec.action.num_values), config.torso, tuple(config.hidden_sizes),
                     config.activation, config.layer_norm)
 

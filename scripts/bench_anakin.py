@@ -271,7 +271,8 @@ def add_ratios(rows: list[dict[str, Any]]) -> None:
 
 CAPTION = (
     "train/ceiling (env-only rows) = training steps/s (of the first agent listed) / env-only steps/s "
-    "at the same env count and devices, from this run. Compile = AOT compile of the train call (env-only: of the scan chunk). "
+    "at the same env count and devices, from this run. Compile = AOT compile of the train call "
+    "(env-only: of the scan chunk). "
     "podrl against a peer measured in the same run: scripts/bench_peers.py."
 )
 

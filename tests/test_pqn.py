@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from dm_env import specs
 
 import envs
 from agents.pqn import PQNConfig
@@ -85,6 +86,8 @@ def test_continuous_actions_are_refused_naming_agent_and_action_spec():
         PQNConfig().make_agent(spec, 10)
     assert info.value.field == "env"
     assert "'pqn'" in str(info.value) and repr(spec.action) in str(info.value)
+    with pytest.raises(ConfigError, match="^torso:"):  # a CNN on CartPole's vectors, likewise before compiling
+        PQNConfig(torso="nature_cnn").make_agent(envs.env_spec(envs.make("CartPole-v1")), 10)
 
 
 def test_epsilon_schedule_and_epsilon_greedy():
@@ -95,6 +98,30 @@ def test_epsilon_schedule_and_epsilon_greedy():
     assert (greedy == 1).all()
     explored = np.asarray(epsilon_greedy(jax.random.key(0), q, jnp.float32(0.3)))
     assert abs((explored != 1).mean() - 0.3 * 2 / 3) < 0.03  # random actions hit the greedy one 1/3 of the time
+
+
+def test_params_carry_epsilon_and_the_network_has_layer_norm():
+    """init: params `{"network", "epsilon"}` with epsilon(0) = epsilon_start, the optimizer state
+    over the network only; LayerNorm after each hidden dense (mlp) or the dense layer (CNN)."""
+    spec = envs.env_spec(envs.make("CartPole-v1"))
+    agent = PQNConfig(epsilon_start=0.7).make_agent(spec, 10)
+    state = agent.init(jax.random.key(0), spec)
+    assert set(state.params) == {"network", "epsilon"} and float(state.params["epsilon"]) == np.float32(0.7)
+    n_network = sum(x.size for x in jax.tree.leaves(state.params["network"]))
+    sizes = {x.size for x in jax.tree.leaves(state.opt_state)}  # Adam moments over the flattened network
+    assert n_network in sizes and n_network + 1 not in sizes
+    torso = state.params["network"]["params"]["torso"]
+    assert sorted(torso) == ["Dense_0", "Dense_1", "LayerNorm_0", "LayerNorm_1"]
+    plain = PQNConfig(layer_norm=False).make_agent(spec, 10).init(jax.random.key(0), spec)
+    assert sorted(plain.params["network"]["params"]["torso"]) == ["Dense_0", "Dense_1"]
+    obs = jnp.zeros((3, 4))
+    greedy, _ = agent.act_greedy(state.params, (), obs)
+    no_explore = dict(state.params, epsilon=jnp.float32(0.0))
+    assert (agent.act(no_explore, (), obs, jax.random.key(1))[0] == greedy).all()
+    minatar = envs.EnvSpec(specs.Array((10, 10, 4), np.bool_), specs.DiscreteArray(3))
+    cnn = PQNConfig(torso="minatar_cnn").make_agent(minatar, 10)
+    cnn_params = jax.eval_shape(lambda key: cnn.init(key, minatar).params, jax.random.key(0))  # shapes only
+    assert "LayerNorm_0" in cnn_params["network"]["params"]["torso"]
 
 
 # ------------------------------------------------------------------ layouts
