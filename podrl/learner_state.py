@@ -9,13 +9,15 @@ size D (the learner devices), sharded over `DATA_AXIS`:
   Sebulba   params ... replicated P()        shard_state `[D, ...]`    P(DATA_AXIS)
   Anakin    params ... `[S, ...]` P()        shard_state `[S, D, ...]` P(None, DATA_AXIS)
 
-Inside the layout's shard_map a shard sees its leaves as `[1, ...]`; `local`
+Inside the layout's shard_map a shard sees its leaves as `[1, ...]`; `shard_local`
 drops that axis before `Agent.init`'s / `Agent.update`'s view (the agent sees its
 shard's buffer with its own shapes, scalars such as a write pointer included) and
 `shard_global` adds it back on the way out.
 
 `check_shard_state_fits` refuses, before anything compiles or allocates, a
-`shard_state` that does not fit a learner device's memory.
+`shard_state` that does not fit a learner device's memory. Both layouts donate it
+to their compiled update (Anakin its whole state, Sebulba the `shard_state`), so a
+buffer is held once per device, not twice.
 """
 
 from __future__ import annotations
