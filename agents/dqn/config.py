@@ -3,7 +3,7 @@
 Each field carries a one-line docstring that `tyro` shows as CLI help. The defaults
 are a fast CartPole-v1 setting (a small buffer, a high replay ratio, Double DQN,
 3-step returns, Polyak-averaged target); the Atari values of Mnih et al. 2015 are
-buffer_size 1M (per shard here), batch_size 32, learning_rate 2.5e-4, gamma 0.99,
+buffer_size 1M (per shard here), batch_size 32, learning_rate 2.5e-4 (RMSProp there, Adam here), gamma 0.99,
 replay_ratio 0.25, target_update_period 10_000 with target_tau 1, min_fill 50k.
 """
 
