@@ -104,3 +104,99 @@ def test_pbt_decision_truncation_selection():
     np.testing.assert_array_equal(d.hyperparams["learning_rate"][kept], hp["learning_rate"][kept])
     again = pbt_decide(fitness, hp, 0.25, (0.8, 1.2), {}, seed=0, update=10)
     np.testing.assert_array_equal(again.source, d.source)
+
+
+def pbt_run(tmp_path, name: str, **checkpoint) -> AnakinConfig:
+    """MatchSign, 4 members (lr 0 twice, 1e-3, 3e-3) on a 2 x 4 mesh, PBT every 2 updates."""
+    from podrl.config import CheckpointConfig
+
+    return AnakinConfig(env="MatchSign-v0", num_envs=8, rollout_length=16, total_steps=8 * 16 * 8, updates_per_call=2,
+                        eval_every=0, eval_episodes=8, population=4, population_shards=2,
+                        sweep=("agent.learning_rate=0,0,1e-3,3e-3",), pbt_every=2, pbt_fraction=0.5,
+                        logging=LoggingConfig(run_dir=str(tmp_path), run_name=name, console=False, tensorboard=False),
+                        checkpoint=CheckpointConfig(**checkpoint))
+
+
+def raw_leaves(tree) -> list[np.ndarray]:
+    def raw(x):
+        return jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x
+
+    return [np.asarray(raw(x)) for x in jax.tree.leaves(tree)]
+
+
+@pytest.mark.timeout(300)
+def test_pbt_copies_better_members_logs_lineage_and_resumes_exactly(tmp_path, cpu_devices):
+    import json
+
+    whole = train_anakin(pbt_run(tmp_path, "whole"), PPOConfig())
+    part = train_anakin(pbt_run(tmp_path, "part", stop_after_updates=4), PPOConfig())
+    # exploitation after update 4 (the state `part` ends with): the bottom half copied the top half
+    record = part.history[-1]
+    returns = np.asarray(record["episode_return"], np.float64)
+    parents = np.asarray(record["pbt/parent"])
+    replaced = np.flatnonzero(parents != np.arange(4))
+    assert record["pbt/replaced"] == len(replaced) >= 1
+    order = np.argsort(np.where(np.isfinite(returns), returns, -np.inf), kind="stable")
+    for i in replaced:
+        assert i in order[:2] and parents[i] in order[2:] and returns[parents[i]] > returns[i]
+        ts = part.state.train_state
+        for leaf in raw_leaves((ts.params, ts.opt_state)):
+            np.testing.assert_array_equal(leaf[i], leaf[parents[i]])
+        lr = np.asarray(ts.hyperparams["learning_rate"])
+        assert np.isclose(lr[i], record["hp/learning_rate"][parents[i]] * np.array([0.8, 1.2]), rtol=1e-6).any()
+        np.testing.assert_allclose(lr, record["pbt/hp/learning_rate"])
+    # the lineage is in metrics.jsonl, at every PBT step but the last update
+    lines = [json.loads(x) for x in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["updates"] for r in lines if "pbt/parent" in r] == [2, 4, 6]
+    assert all(len(r["hp/learning_rate_per_seed"]) == 4 for r in lines)
+    # resuming the population (all members, hyperparameters, keys; PBT decides as before) is exact
+    rest = train_anakin(pbt_run(tmp_path, "rest", resume=str(tmp_path / "part")), PPOConfig())
+    assert [r["updates"] for r in rest.history] == [6, 8]
+    assert rest.history[0]["pbt/parent"] == whole.history[2]["pbt/parent"]
+    for a, b in zip(raw_leaves(whole.state), raw_leaves(rest.state), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.learning
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_pbt_median_beats_the_same_population_without_pbt(cpu_devices):
+    """Half the population starts with learning rate 0 (it cannot learn). Without PBT the median
+    member sits between those and the learners; with PBT (every 8 updates, bottom quarter copies
+    the top quarter) the lr-0 members are replaced by perturbed copies of learners."""
+    base = dict(env="CartPole-v1", num_envs=8, rollout_length=32, total_steps=8 * 32 * 48, updates_per_call=8,
+                eval_every=0, eval_episodes=16, population=8, population_shards=2, logging=QUIET,
+                sweep=("agent.learning_rate=0,2.5e-3,0,1e-3,0,2.5e-3,0,1e-3",))
+    agent = PPOConfig(num_minibatches=2)
+    plain = train_anakin(AnakinConfig(**base), agent)
+    pbt = train_anakin(AnakinConfig(**base, pbt_every=8, pbt_fraction=0.25), agent)
+    assert sum(r.get("pbt/replaced", 0) for r in pbt.history) >= 4
+    assert np.all(np.asarray(pbt.state.train_state.hyperparams["learning_rate"]) > 0)
+    plain_median, pbt_median = np.median(plain.final_eval_return), np.median(pbt.final_eval_return)
+    assert pbt_median > plain_median + 50, (pbt.final_eval_return, plain.final_eval_return)
+
+
+def test_plot_draws_population_lineage(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run = tmp_path / "pop_run"
+    run.mkdir()
+    records = []
+    for k in range(1, 7):
+        rec = {"step": 100 * k, "wall_time": k, "sps": 1000.0, "episode_return": 10.0 * k,
+               "episode_return_per_seed": [k, 2 * k, 3 * k, 4 * k], "hp/learning_rate": 1e-3,
+               "hp/learning_rate_per_seed": [1e-4, 3e-4, 1e-3, 3e-3]}
+        if k % 2 == 0:
+            rec.update({"pbt/parent": [3, 1, 2, 3], "pbt/replaced": 1, "pbt/hp/learning_rate": [2.4e-3, 3e-4, 1e-3, 3e-3]})
+        records.append(rec)
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    script = Path(__file__).resolve().parents[1] / "scripts" / "plot.py"
+    out = tmp_path / "plots"
+    result = subprocess.run([sys.executable, str(script), str(run), "--out", str(out)], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    figure = out / "population_pop_run.png"
+    assert figure.is_file() and figure.stat().st_size > 15_000 and str(figure) in result.stdout
