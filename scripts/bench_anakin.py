@@ -7,6 +7,10 @@ Rows (each measured in its own subprocess, so each gets its own JAX device count
   c_env_only    the ceiling: the same JAX CartPole (wrap_for_training) with random
                 actions and no network, vmapped over 4 and 2048 envs, `lax.scan` over
                 time inside one jit(shard_map(...)) over `podrl.mesh.data_mesh`.
+  d_population  (with --population-rows) the reference PPO as a population of 1, 8 and 32
+                members (an lr sweep, loguniform 1e-4..3e-3), total steps/s over all members;
+                members split over the devices (population_shards = gcd(members, devices)),
+                each member's steps are 500k / members (at least 16 updates).
 Each row is run on every device count of --devices (on CPU, the host is split into
 that many JAX devices with `jax_num_cpu_devices`). Training steps/s count training
 calls only (compile excluded); env-only steps/s are measured after an ahead-of-time
@@ -21,6 +25,7 @@ Usage:
   python scripts/bench_anakin.py --out bench.json --repeats 3      # median of 3 runs per row
   python scripts/bench_anakin.py --devices 1 2 4 --throughput-steps 4000000
   python scripts/bench_anakin.py --quick --out /tmp/smoke.json     # tiny smoke test
+  python scripts/bench_anakin.py --population-rows                 # adds the population rows
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ from typing import Any
 from bench_common import (add_child_run_flags, configure_cpu_devices, emit_result, finish, fmt, load_note, median_of,
                           new_parser, repeats_document, run_child_script)
 
-TRAIN_ROWS = ("a_reference", "b_throughput")
+TRAIN_ROWS = ("a_reference", "b_throughput", "d_population")
+POPULATION_SIZES = (1, 8, 32)
 ENV_NAME = "CartPole-v1"
 
 
@@ -56,6 +62,7 @@ class Measurement:
     num_seeds: int = 1  # training: seeds vmapped in one program
     anneal_lr: bool = True  # training: PPO's learning-rate anneal
     eval_episodes: int = 0  # training: episodes of the final (untimed) evaluation; 0 = one per device
+    population: int = 0  # training: population members (an lr sweep) instead of seeds; 0 = none
 
     @property
     def is_training(self) -> bool:
@@ -77,7 +84,7 @@ def measure_training(m: Measurement) -> dict[str, Any]:
         env=m.env, total_steps=m.total_steps, num_envs=m.num_envs, rollout_length=m.rollout_length,
         num_seeds=m.num_seeds, num_devices=m.devices, updates_per_call=m.updates_per_call, eval_every=0,
         eval_episodes=m.eval_episodes or m.devices,  # the one final evaluation is not timed; small by default
-        logging=LoggingConfig(run_dir=None, console=False),
+        logging=LoggingConfig(run_dir=None, console=False), **population_fields(m),
     )
     result = train_anakin(config, PPOConfig(torso=m.torso, anneal_lr=m.anneal_lr))
     final_return = result.final_eval_return
@@ -132,6 +139,16 @@ def build_env_only(num_envs: int, devices: int, scan_length: int, env_name: str 
     return init, chunk, num_envs * scan_length
 
 
+def population_fields(m: Measurement) -> dict[str, Any]:
+    """AnakinConfig fields of a population row: `m.population` members with an lr sweep, split over devices."""
+    import math
+
+    if not m.population:
+        return {}
+    return {"population": m.population, "population_shards": math.gcd(m.population, m.devices),
+            "sweep": ("agent.learning_rate=loguniform:1e-4:3e-3",)}
+
+
 def measure_env_only(m: Measurement) -> dict[str, Any]:
     """Steps/s of the random-action env after an AOT compile (timed separately)."""
     import jax
@@ -176,6 +193,10 @@ def plan(args: argparse.Namespace) -> list[Measurement]:
     for devices in args.devices:
         rows.append(Measurement("a_reference", devices, 4, 128, ref_steps))
         rows.append(Measurement("b_throughput", devices, 2048, 16, tp_steps))
+    for devices in args.devices if args.population_rows else ():
+        for members in POPULATION_SIZES:
+            steps = max(4 * 128 * (2 if args.quick else 16), ref_steps // members)
+            rows.append(Measurement("d_population", devices, 4, 128, steps, population=members))
     for devices in args.devices:
         rows.append(Measurement("c_env_only", devices, 4, 128, ref_steps, min_seconds=min_seconds))
         rows.append(Measurement("c_env_only", devices, 2048, 16, tp_steps, min_seconds=min_seconds))
@@ -195,7 +216,7 @@ def describe(m: Measurement) -> dict[str, Any]:
         ppo = PPOConfig()
         return {"env": m.env, "agent": "PPO", "torso": m.torso, "num_epochs": ppo.num_epochs,
                 "num_minibatches": ppo.num_minibatches, "total_steps": m.total_steps,
-                "updates_per_call": m.updates_per_call, "eval_every": 0}
+                "updates_per_call": m.updates_per_call, "eval_every": 0, **population_fields(m)}
     return {"env": m.env, "actions": "uniform random", "network": None,
             "scan_length": m.updates_per_call * m.rollout_length,
             "min_total_steps": m.total_steps, "min_seconds": m.min_seconds}
@@ -238,7 +259,7 @@ def run_status(run: dict[str, Any]) -> str:
 
 def add_ratios(rows: list[dict[str, Any]]) -> None:
     """Env-only rows: `training_fraction_of_ceiling` (training steps/s at the same envs and devices)."""
-    training = {(r["num_envs"], r["devices"]): r for r in rows if r["name"] in TRAIN_ROWS}
+    training = {(r["num_envs"], r["devices"]): r for r in rows if r["name"] in TRAIN_ROWS and "population" not in r["config"]}
     for row in rows:
         sps = row["steps_per_second"]
         if row["name"] in TRAIN_ROWS:
@@ -267,7 +288,8 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         ratio = r.get("training_fraction_of_ceiling")
         cells = [
-            r["name"], str(r["devices"]), f"{r['num_envs']} x {r['rollout_length']}",
+            r["name"] + (f" ({r['config']['population']} members)" if "population" in r["config"] else ""),
+            str(r["devices"]), f"{r['num_envs']} x {r['rollout_length']}",
             fmt(r["steps_per_second"], ",.0f") if "error" not in r else "FAILED",
             fmt(r["compile_seconds"], ".2f"),
             "" if r["name"] in TRAIN_ROWS else fmt(ratio, ".1%"),
@@ -289,6 +311,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--devices", type=int, nargs="+", default=[1, 2], help="device counts to run each row on")
     parser.add_argument("--repeats", type=int, default=1, help="runs per row; the median is reported")
     parser.add_argument("--throughput-steps", type=int, default=4_000_000, help="total env steps of row (b)")
+    parser.add_argument("--population-rows", action="store_true",
+                        help="add d_population rows: PPO populations of 1, 8 and 32 members")
     parser.add_argument("--env-min-seconds", type=float, default=1.0, help="env-only rows step at least this long")
     add_child_run_flags(parser, timeout=900.0, quick_help="tiny step counts (smoke test, numbers meaningless)")
     args = parser.parse_args(argv)

@@ -119,7 +119,7 @@ class AnakinProgram:
         self.envs_per_shard = config.num_envs // self.num_shards
         self.eval_per_shard = -(-config.eval_episodes // self.num_shards)
         self.trace_count = 0  # times the train call was traced (1 in a healthy run)
-        self._init = self._shard_jit(self._init_shard, in_specs=(P(), P()), out_specs=STATE_SPECS)
+        self._init_mapped = self._shard_jit(self._init_shard, in_specs=(P(), P()), out_specs=STATE_SPECS)
         self._call = self._shard_jit(
             self._call_shard, in_specs=(STATE_SPECS, P(), P()), out_specs=(STATE_SPECS, P()), donate=True
         )
@@ -135,6 +135,10 @@ class AnakinProgram:
         return jax.jit(mapped, donate_argnums=(0,) if donate else ())
 
     # ---- per-shard programs (inside shard_map; leading axis = seeds) ----
+
+    def _init(self, seeds: np.ndarray) -> AnakinState:
+        """The compiled init of the members with PRNG seeds `seeds` `[S]` (and this program's hyperparameters)."""
+        return self._init_mapped(seeds, self.hyperparams)
 
     def _row_slice(self, tree: Any) -> Any:
         """All members' `[S, ...]` leaves -> this row's `[S/R, ...]`."""
@@ -222,7 +226,7 @@ class AnakinProgram:
         """Initial state of every seed: seed i starts from PRNG key `seed + i`."""
         # numpy in, so every process of a multi-host run passes the same replicated value
         seeds = np.arange(self.config.members, dtype=np.uint32) + np.uint32(self.config.seed)
-        return self._init(seeds, self.hyperparams)
+        return self._init(seeds)
 
     def exploit(self, state: AnakinState, source: np.ndarray, hyperparams: dict[str, np.ndarray]) -> AnakinState:
         """PBT's exploit/explore applied on device (`podrl.population`): member i's train state
