@@ -19,7 +19,7 @@ config lists in `SWEEPABLE` may be swept; fields in its `SHAPE_FIELDS` (and ever
 e.g. num_envs) change the compiled program's shapes and are refused, naming them.
 
 PBT (Jaderberg et al. 2017, arXiv:1711.09846), when `pbt_every` > 0: after the call that
-crosses a multiple of `pbt_every` updates, members are ranked by that call's mean episode
+crosses a multiple of `pbt_every` updates (but the run's last call), members are ranked by that call's mean episode
 return (no finished episode ranks last); each member of the bottom `pbt_fraction` copies
 the params, optimizer state and hyperparameters of a member drawn uniformly from the top
 `pbt_fraction` (truncation selection), then multiplies each swept hyperparameter by a
