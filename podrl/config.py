@@ -15,6 +15,7 @@ import tyro
 
 from envs.registry import UnknownEnvError, check_name
 from podrl.errors import ConfigError, require_int, require_number
+from podrl.population import check_sweep, parse_sweep
 from podrl.types import AgentConfig
 
 
@@ -159,8 +160,6 @@ class AnakinConfig(RunConfig):
             raise ConfigError("env", str(e)) from None
 
     def _check_population(self) -> None:
-        from podrl.population import parse_sweep
-
         if not isinstance(self.sweep, tuple):
             raise ConfigError("sweep", f"must be a tuple of FIELD=SPEC strings, got {self.sweep!r}")
         parse_sweep(self.sweep)  # syntax; the fields are checked against the agent in check_layout
@@ -186,8 +185,6 @@ class AnakinConfig(RunConfig):
 
     def check_layout(self, num_devices: int, agent_config: AgentConfig) -> None:
         """Checks what depends on the device count and the agent, before anything compiles."""
-        from podrl.population import check_sweep, parse_sweep
-
         if num_devices % self.population_shards:
             raise ConfigError("population_shards", f"{self.population_shards} rows do not divide the "
                                                    f"{num_devices} devices")
