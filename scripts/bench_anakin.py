@@ -259,7 +259,8 @@ def run_status(run: dict[str, Any]) -> str:
 
 def add_ratios(rows: list[dict[str, Any]]) -> None:
     """Env-only rows: `training_fraction_of_ceiling` (training steps/s at the same envs and devices)."""
-    training = {(r["num_envs"], r["devices"]): r for r in rows if r["name"] in TRAIN_ROWS and "population" not in r["config"]}
+    training = {(r["num_envs"], r["devices"]): r for r in rows
+                if r["name"] in TRAIN_ROWS and "population" not in r["config"]}
     for row in rows:
         sps = row["steps_per_second"]
         if row["name"] in TRAIN_ROWS:

@@ -197,7 +197,8 @@ def test_plot_draws_population_lineage(tmp_path):
                "episode_return_per_seed": [k, 2 * k, 3 * k, 4 * k], "hp/learning_rate": 1e-3,
                "hp/learning_rate_per_seed": [1e-4, 3e-4, 1e-3, 3e-3]}
         if k % 2 == 0:
-            rec.update({"pbt/parent": [3, 1, 2, 3], "pbt/replaced": 1, "pbt/hp/learning_rate": [2.4e-3, 3e-4, 1e-3, 3e-3]})
+            rec.update({"pbt/parent": [3, 1, 2, 3], "pbt/replaced": 1,
+                        "pbt/hp/learning_rate": [2.4e-3, 3e-4, 1e-3, 3e-3]})
         records.append(rec)
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     script = Path(__file__).resolve().parents[1] / "scripts" / "plot.py"
