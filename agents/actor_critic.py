@@ -55,6 +55,31 @@ class Parts(NamedTuple):
     optimizer: optax.GradientTransformation
     learning_rate: Callable[[Array], Array]  # optimizer step count -> step size
     grad_fn: Callable[..., Any]  # jax.value_and_grad(loss_fn, has_aux=True)
+    rebuild: Callable[[Any], "Parts"] | None = None  # config (or HyperparamView) -> Parts with its values
+
+
+class HyperparamView:
+    """An agent config whose swept fields read the member's arrays (`TrainState.hyperparams`,
+    float32 `[]` each, see `podrl.population`); every other attribute is the config's own."""
+
+    def __init__(self, config: Any, hyperparams: dict[str, Array]):
+        self._config, self._hyperparams = config, dict(hyperparams)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self._hyperparams:
+            return self._hyperparams[name]
+        return getattr(self._config, name)
+
+
+def with_hyperparams(parts: Parts, hyperparams: Any) -> Parts:
+    """`parts` whose optimizer, loss and schedule read `hyperparams` ({field: array}) instead of the
+    config's constants; `parts` itself when there are none (the unswept program is unchanged).
+    The optimizer state's structure does not depend on the values, so states carry over."""
+    if not hyperparams or parts.rebuild is None:
+        return parts
+    return parts.rebuild(HyperparamView(parts.config, hyperparams))
 
 
 def lr_schedule(learning_rate: float, anneal: bool, num_steps: int) -> optax.Schedule:
@@ -111,12 +136,15 @@ def actor_critic_agent(
     # read these observations, before anything is traced or compiled.
     network = make_network(env_spec, config.hidden_sizes, config.activation, config.torso, config.shared_torso,
                            config.core, config.core_size)
-    optimizer, schedule = make_optimizer(config, total_updates, count_params(network, env_spec))
-    loss_fn = make_loss_fn(config, network)
-    parts = Parts(
-        config, network, action_distribution(env_spec.discrete), optimizer, schedule,
-        jax.value_and_grad(loss_fn, has_aux=True),
-    )
+    num_params = count_params(network, env_spec)
+    dist = action_distribution(env_spec.discrete)
+
+    def build(cfg) -> Parts:  # also called inside `update` with a HyperparamView (a population)
+        optimizer, schedule = make_optimizer(cfg, total_updates, num_params)
+        grad_fn = jax.value_and_grad(make_loss_fn(cfg, network), has_aux=True)
+        return Parts(cfg, network, dist, optimizer, schedule, grad_fn, build)
+
+    parts = build(config)
     return Agent(
         init=functools.partial(_init, parts),
         init_actor_state=functools.partial(initial_actor_state, network),

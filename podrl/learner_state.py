@@ -7,7 +7,8 @@ its own, never averaged. Globally every `shard_state` leaf has a shard axis of
 size D (the learner devices), sharded over `DATA_AXIS`:
 
   Sebulba   params ... replicated P()        shard_state `[D, ...]`    P(DATA_AXIS)
-  Anakin    params ... `[S, ...]` P()        shard_state `[S, D, ...]` P(None, DATA_AXIS)
+  Anakin    params ... `[S, ...]` P(POP)     shard_state `[S, D, ...]` P(POP, DATA_AXIS)
+            (S seeds or population members, split over the mesh's `POPULATION_AXIS` rows)
 
 Inside the layout's shard_map a shard sees its leaves as `[1, ...]`; `shard_local`
 drops that axis before `Agent.init`'s / `Agent.update`'s view (the agent sees its
@@ -30,16 +31,20 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from podrl.errors import ConfigError
-from podrl.parallel import DATA_AXIS
+from podrl.parallel import DATA_AXIS, POPULATION_AXIS
 from podrl.types import Agent, TrainState
 
 GIB = float(1 << 30)
 
 
 def train_state_spec(seed_axis: bool = False) -> TrainState:
-    """The shard_map spec (a prefix) of a global `TrainState`; `seed_axis`: leaves lead with `[S]` (Anakin)."""
-    shard = P(None, DATA_AXIS) if seed_axis else P(DATA_AXIS)
-    return TrainState(params=P(), opt_state=P(), update_step=P(), shard_state=shard)
+    """The shard_map spec (a prefix) of a global `TrainState`; `seed_axis`: leaves lead with `[S]`
+    (Anakin), split over `POPULATION_AXIS` (a member's state lives on its device row)."""
+    if not seed_axis:
+        return TrainState(params=P(), opt_state=P(), update_step=P(), shard_state=P(DATA_AXIS), hyperparams=P())
+    member = P(POPULATION_AXIS)
+    return TrainState(params=member, opt_state=member, update_step=member,
+                      shard_state=P(POPULATION_AXIS, DATA_AXIS), hyperparams=member)
 
 
 def shard_local(train_state: TrainState) -> TrainState:

@@ -61,11 +61,15 @@ class RunLogger:
             self._tb = _tensorboard_writer(self.run_dir, resume_step if run_dir is not None else None, tag)
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
-        """Records `metrics` at env step `step` (scalars, or per-seed vectors)."""
+        """Records `metrics` at env step `step`: scalars; per-seed (per-member) vectors, as their
+        mean plus `<key>_per_seed` (TensorBoard: `<key>/seed<i>`); lists and dicts as they are."""
         if not self.enabled:
             return
         record = {"step": int(step), "wall_time": time.perf_counter() - self._start}
         for key, value in metrics.items():
+            if isinstance(value, (list, dict)):  # kept as is (a population's lineage, `pbt/...`)
+                record[key] = value
+                continue
             value = np.asarray(value, dtype=np.float64) if not isinstance(value, str) else value
             if isinstance(value, np.ndarray) and value.ndim == 1:
                 record[key] = float(np.nanmean(value)) if np.isfinite(value).any() else None

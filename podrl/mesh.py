@@ -9,7 +9,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
 from podrl.errors import ConfigError
-from podrl.parallel import DATA_AXIS
+from podrl.parallel import DATA_AXIS, POPULATION_AXIS
 
 
 def local_devices(num_devices: int | None = None, field: str = "num_devices") -> list[jax.Device]:
@@ -39,6 +39,15 @@ def mesh_devices(num_local: int | None = None, field: str = "num_devices") -> li
 def data_mesh(devices: Sequence[jax.Device]) -> Mesh:
     """A 1-D mesh over `devices` with the learner axis `DATA_AXIS` (Auto axis type)."""
     return Mesh(np.asarray(devices), (DATA_AXIS,), axis_types=(AxisType.Auto,))
+
+
+def population_mesh(devices: Sequence[jax.Device], population_shards: int = 1) -> Mesh:
+    """A 2-D mesh `(POPULATION_AXIS, DATA_AXIS)` of shape `(population_shards, len(devices) //
+    population_shards)` (Auto axis types): row r holds members `r * S/P ..` of the population,
+    its columns are their data-parallel shards. `devices` come ordered by process
+    (`mesh_devices`), so with more than one process the rows span processes."""
+    grid = np.asarray(devices).reshape(population_shards, len(devices) // population_shards)
+    return Mesh(grid, (POPULATION_AXIS, DATA_AXIS), axis_types=(AxisType.Auto, AxisType.Auto))
 
 
 def replicated(mesh: Mesh) -> NamedSharding:

@@ -17,6 +17,9 @@ from jax.flatten_util import ravel_pytree
 DATA_AXIS = "data"
 """Mesh axis over learner devices (data parallel: batch split, params replicated)."""
 
+POPULATION_AXIS = "population"
+"""Anakin's second mesh axis: population members (or seeds) split over device rows; never reduced over."""
+
 
 def mean_across_learners(tree: Any) -> Any:
     """Averages `tree` (gradients, metrics) over all learner shards.

@@ -81,7 +81,7 @@ def load_policy(config: dict[str, Any], checkpointer, step: int, trained_spec: A
     agent = agent_config_from(config).make_agent(trained_spec, 1)
     key = jax.random.key(0)  # only shapes matter: the values come from the checkpoint
     if config["layout"] == "anakin":
-        num_seeds = int(config["run"].get("num_seeds", 1))
+        num_seeds = int(config["run"].get("population") or config["run"].get("num_seeds", 1))  # or members
         if not 0 <= seed_index < num_seeds:
             raise PolicyError(f"--seed-index {seed_index} is out of range: the run trained {num_seeds} seed(s)")
         # lax.map, not vmap: a batched QR (orthogonal init) can deadlock jaxlib 0.10.2's CPU pool

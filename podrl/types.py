@@ -77,12 +77,16 @@ class TrainState(NamedTuple):
     `shard_state` is per learner shard (e.g. a replay ring buffer): each shard keeps
     its own, never averaged; `init` returns and `update` sees only its shard's, with
     its own shapes (the layouts add the shard axis, see `podrl.learner_state`).
+    `hyperparams` holds the agent-config fields a population sweeps (`podrl.population`),
+    as arrays, so one compiled program serves members with different values; `init`
+    leaves it `()` and `update` then reads the config's Python constants.
     """
 
     params: Params
     opt_state: Any
     update_step: Array  # int32 [], number of `update` calls applied
     shard_state: Any = ()  # per-learner-shard pytree; () for agents without one
+    hyperparams: Any = ()  # {field: float32 []} swept hyperparameters (a population), read by update; () = none
 
 
 class Agent(NamedTuple):

@@ -10,6 +10,10 @@ Rows (each measured in its own subprocess, so each gets its own JAX device count
   c_env_only    the ceiling: the same JAX CartPole (wrap_for_training) with random
                 actions and no network, vmapped over 4 and 2048 envs, `lax.scan` over
                 time inside one jit(shard_map(...)) over `podrl.mesh.data_mesh`.
+  d_population  (with --population-rows) the reference PPO as a population of 1, 8 and 32
+                members (an lr sweep, loguniform 1e-4..3e-3), total steps/s over all members;
+                members split over the devices (population_shards = gcd(members, devices)),
+                each member's steps are 500k / members (at least 16 updates).
 Each row is run on every device count of --devices (on CPU, the host is split into
 that many JAX devices with `jax_num_cpu_devices`). Training steps/s count training
 calls only (compile excluded); env-only steps/s are measured after an ahead-of-time
@@ -25,6 +29,7 @@ Usage:
   python scripts/bench_anakin.py --devices 1 2 4 --throughput-steps 4000000
   python scripts/bench_anakin.py --agents ppo,pqn                  # training rows for PPO and PQN
   python scripts/bench_anakin.py --quick --out /tmp/smoke.json     # tiny smoke test
+  python scripts/bench_anakin.py --population-rows                 # adds the population rows
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ from typing import Any
 from bench_common import (add_child_run_flags, configure_cpu_devices, emit_result, finish, fmt, load_note, median_of,
                           new_parser, repeats_document, run_child_script)
 
-TRAIN_ROWS = ("a_reference", "b_throughput")
+TRAIN_ROWS = ("a_reference", "b_throughput", "d_population")
+POPULATION_SIZES = (1, 8, 32)
 ENV_NAME = "CartPole-v1"
 
 
@@ -61,6 +67,7 @@ class Measurement:
     anneal_lr: bool = True  # training: PPO's learning-rate anneal
     eval_episodes: int = 0  # training: episodes of the final (untimed) evaluation; 0 = one per device
     agent: str = "ppo"  # training: a name in agents.AGENTS, trained with its config defaults
+    population: int = 0  # training: population members (an lr sweep) instead of seeds; 0 = none
 
     @property
     def is_training(self) -> bool:
@@ -91,7 +98,7 @@ def measure_training(m: Measurement) -> dict[str, Any]:
         env=m.env, total_steps=m.total_steps, num_envs=m.num_envs, rollout_length=m.rollout_length,
         num_seeds=m.num_seeds, num_devices=m.devices, updates_per_call=m.updates_per_call, eval_every=0,
         eval_episodes=m.eval_episodes or m.devices,  # the one final evaluation is not timed; small by default
-        logging=LoggingConfig(run_dir=None, console=False),
+        logging=LoggingConfig(run_dir=None, console=False), **population_fields(m),
     )
     result = train_anakin(config, agent_config(m))
     final_return = result.final_eval_return
@@ -146,6 +153,16 @@ def build_env_only(num_envs: int, devices: int, scan_length: int, env_name: str 
     return init, chunk, num_envs * scan_length
 
 
+def population_fields(m: Measurement) -> dict[str, Any]:
+    """AnakinConfig fields of a population row: `m.population` members with an lr sweep, split over devices."""
+    import math
+
+    if not m.population:
+        return {}
+    return {"population": m.population, "population_shards": math.gcd(m.population, m.devices),
+            "sweep": ("agent.learning_rate=loguniform:1e-4:3e-3",)}
+
+
 def measure_env_only(m: Measurement) -> dict[str, Any]:
     """Steps/s of the random-action env after an AOT compile (timed separately)."""
     import jax
@@ -191,6 +208,10 @@ def plan(args: argparse.Namespace) -> list[Measurement]:
         for devices in args.devices:
             rows.append(Measurement("a_reference", devices, 4, 128, ref_steps, agent=agent))
             rows.append(Measurement("b_throughput", devices, 2048, 16, tp_steps, agent=agent))
+    for devices in args.devices if args.population_rows else ():
+        for members in POPULATION_SIZES:
+            steps = max(4 * 128 * (2 if args.quick else 16), ref_steps // members)
+            rows.append(Measurement("d_population", devices, 4, 128, steps, population=members))
     for devices in args.devices:
         rows.append(Measurement("c_env_only", devices, 4, 128, ref_steps, min_seconds=min_seconds))
         rows.append(Measurement("c_env_only", devices, 2048, 16, tp_steps, min_seconds=min_seconds))
@@ -208,7 +229,7 @@ def describe(m: Measurement) -> dict[str, Any]:
         config = agent_config(m)
         return {"env": m.env, "agent": m.agent, "torso": m.torso, "num_epochs": getattr(config, "num_epochs", None),
                 "num_minibatches": getattr(config, "num_minibatches", None), "total_steps": m.total_steps,
-                "updates_per_call": m.updates_per_call, "eval_every": 0}
+                "updates_per_call": m.updates_per_call, "eval_every": 0, **population_fields(m)}
     return {"env": m.env, "actions": "uniform random", "network": None,
             "scan_length": m.updates_per_call * m.rollout_length,
             "min_total_steps": m.total_steps, "min_seconds": m.min_seconds}
@@ -252,10 +273,10 @@ def run_status(run: dict[str, Any]) -> str:
 
 def add_ratios(rows: list[dict[str, Any]]) -> None:
     """Env-only rows: `training_fraction_of_ceiling` (training steps/s of the first agent of
-    --agents at the same envs and devices)."""
+    --agents at the same envs and devices; population rows excluded)."""
     training: dict[tuple[int, int], dict[str, Any]] = {}
     for r in rows:
-        if r["name"] in TRAIN_ROWS:
+        if r["name"] in TRAIN_ROWS and "population" not in r["config"]:
             training.setdefault((r["num_envs"], r["devices"]), r)
     for row in rows:
         sps = row["steps_per_second"]
@@ -286,7 +307,8 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         ratio = r.get("training_fraction_of_ceiling")
         cells = [
-            r["name"], str(r["devices"]), r["config"].get("agent") or "", f"{r['num_envs']} x {r['rollout_length']}",
+            r["name"] + (f" ({r['config']['population']} members)" if "population" in r["config"] else ""),
+            str(r["devices"]), r["config"].get("agent") or "", f"{r['num_envs']} x {r['rollout_length']}",
             fmt(r["steps_per_second"], ",.0f") if "error" not in r else "FAILED",
             fmt(r["compile_seconds"], ".2f"),
             "" if r["name"] in TRAIN_ROWS else fmt(ratio, ".1%"),
@@ -319,6 +341,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--devices", type=int, nargs="+", default=[1, 2], help="device counts to run each row on")
     parser.add_argument("--repeats", type=int, default=1, help="runs per row; the median is reported")
     parser.add_argument("--throughput-steps", type=int, default=4_000_000, help="total env steps of row (b)")
+    parser.add_argument("--population-rows", action="store_true",
+                        help="add d_population rows: PPO populations of 1, 8 and 32 members")
     parser.add_argument("--env-min-seconds", type=float, default=1.0, help="env-only rows step at least this long")
     parser.add_argument("--agents", type=agent_names, default=("ppo",),
                         help="comma-separated agents (names in agents.AGENTS) whose training rows are measured")

@@ -55,7 +55,7 @@ class EvaluateArgs:
     seed: int = 0
     """Seed of the evaluation env resets."""
     seed_index: int = 0
-    """Which training seed of an Anakin run (params are [num_seeds, ...])."""
+    """Which training seed (or population member) of an Anakin run (params are [num_seeds or population, ...])."""
     max_steps: int | None = None
     """Step bound of one episode; None = the checkpoint's eval_max_steps."""
     video: str | None = None

@@ -6,6 +6,10 @@ Writes three figures into --out (created if missing):
   return_vs_steps.png       episode return (solid) and greedy eval return (dashed, markers) vs env steps
   return_vs_wall_time.png   the same vs wall-clock seconds since the run started (compile included)
   sps_vs_steps.png          env steps per second vs env steps
+and, for each population run (`--population N --sweep ...`), one more:
+  population_<run dir name>.png   each member's return and swept hyperparameters vs env steps,
+                                  with PBT's lineage: a grey line from the parent's value to the
+                                  copy's perturbed value at every exploit step (`pbt/parent` records)
 One colour per run; the legend is the run directory's name, with the layout, env
 and agent read from its config.json when there is one. Multi-seed runs
 (`--num-seeds N`, records with `<key>_per_seed` lists) are drawn as the mean over
@@ -154,6 +158,62 @@ def figure(runs: list[Run], x_key: str, y_specs, xlabel: str, ylabel: str, title
     plt.close(fig)
 
 
+def member_series(records: list[dict[str, Any]], key: str) -> tuple[list[float], list[list[float]]]:
+    """(steps, per-member values `[member][step]`) of `<key>_per_seed` (NaN where missing)."""
+    rows = [r for r in records if isinstance(r.get(key + "_per_seed"), list)]
+    steps = [_number(r.get("step")) for r in rows]
+    width = max((len(r[key + "_per_seed"]) for r in rows), default=0)
+    values = [[_number(r[key + "_per_seed"][i]) if i < len(r[key + "_per_seed"]) else math.nan for r in rows]
+              for i in range(width)]
+    return steps, values
+
+
+def population_figure(run: Run, path: Path) -> bool:
+    """Members' returns and hyperparameters, with PBT lineage; False (nothing written) if not a population run."""
+    import matplotlib.pyplot as plt
+
+    fields = sorted({k[3:-9] for r in run.records for k in r if k.startswith("hp/") and k.endswith("_per_seed")})
+    if not fields:
+        return False
+    fig, axes = plt.subplots(len(fields) + 1, 1, figsize=(8, 3 * (len(fields) + 1)), sharex=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, key, label in zip(axes, ["episode_return"] + [f"hp/{f}" for f in fields],
+                              ["episode return"] + fields):
+        steps, members = member_series(run.records, key)
+        for i, values in enumerate(members):
+            ax.plot(steps, values, color=colors[i % len(colors)], linewidth=1.2, label=f"member {i}")
+        if key != "episode_return":
+            _draw_lineage(ax, run.records, key[3:])
+            finite = [v for vs in members for v in vs if math.isfinite(v) and v > 0]
+            if finite and all(v > 0 for vs in members for v in vs if math.isfinite(v)) and \
+                    max(finite) > 10 * min(finite):
+                ax.set_yscale("log")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+    axes[0].set_title(f"Population: {run.label}", fontsize=9)
+    if len(member_series(run.records, "episode_return")[1]) <= 16:
+        axes[0].legend(fontsize=7, ncol=4)
+    axes[-1].set_xlabel("env steps")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _draw_lineage(ax, records: list[dict[str, Any]], field: str) -> None:
+    """At each PBT record: a grey line from the parent's value to the child's new value."""
+    for r in records:
+        parents, before, after = r.get("pbt/parent"), r.get(f"hp/{field}_per_seed"), r.get(f"pbt/hp/{field}")
+        if not (isinstance(parents, list) and isinstance(before, list) and isinstance(after, list)):
+            continue
+        x = _number(r.get("step"))
+        for child, parent in enumerate(parents):
+            if parent != child:
+                ax.plot([x, x], [_number(before[parent]), _number(after[child])], color="grey",
+                        linestyle=":", linewidth=1)
+                ax.plot([x], [_number(after[child])], marker="o", color="grey", markersize=3)
+
+
 def plot_runs(runs: list[Run], out: Path) -> list[Path]:
     import matplotlib
 
@@ -164,6 +224,10 @@ def plot_runs(runs: list[Run], out: Path) -> list[Path]:
     figure(runs, "wall_time", RETURN_KEYS, "wall time (s since the run started)", "return",
            "Return vs wall time", paths[1])
     figure(runs, "step", (("sps", "SPS", "-", "o"),), "env steps", "env steps / s", "Throughput", paths[2])
+    for run in runs:
+        path = out / f"population_{run.path.resolve().name}.png"
+        if population_figure(run, path):
+            paths.append(path)
     return paths
 
 

@@ -29,6 +29,7 @@ def main() -> None:
     parser.add_argument("--stop-after", type=int)
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--agent", default="ppo", help="a registered agent name, at its default config")
+    parser.add_argument("--population", action="store_true", help="population_config instead of anakin_config")
     args = parser.parse_args()
 
     import jax
@@ -51,7 +52,7 @@ def main() -> None:
 
         checkpoint = CheckpointConfig(directory=args.checkpoint_dir, stop_after_updates=args.stop_after,
                                       resume=args.checkpoint_dir if args.resume else None)
-        config = anakin_config(args.updates, logging, checkpoint)
+        config = (population_config if args.population else anakin_config)(args.updates, logging, checkpoint)
         result = train_anakin(config, agent_config)
         train_state, local_steps, global_steps = result.state.train_state, 0, 0
         final_eval = np.mean(result.final_eval_return)
@@ -73,6 +74,17 @@ def anakin_config(updates: int, logging, checkpoint=None):
 
     steps = AnakinConfig(num_envs=8).steps_per_update * updates
     return AnakinConfig(num_envs=8, total_steps=steps, logging=logging, checkpoint=checkpoint or CheckpointConfig())
+
+
+def population_config(updates: int, logging, checkpoint=None):
+    """A 4-member lr sweep with PBT every 2 updates on a (2 rows, 2 data shards) mesh: with 2 processes
+    x 2 devices each process holds one row (2 members), so exploit copies members across processes."""
+    from podrl.config import AnakinConfig, CheckpointConfig
+
+    return AnakinConfig(num_envs=8, rollout_length=32, total_steps=8 * 32 * updates, eval_episodes=4,
+                        eval_max_steps=200, logging=logging, checkpoint=checkpoint or CheckpointConfig(),
+                        population=4, population_shards=2, sweep=("agent.learning_rate=0,1e-4,1e-3,3e-3",),
+                        pbt_every=2, pbt_fraction=0.5, updates_per_call=2)
 
 
 def sebulba_config(updates: int, logging):

@@ -63,6 +63,31 @@ def test_anakin_two_processes_match_one_process_with_four_devices(tmp_path, cpu_
         np.testing.assert_allclose(a[0], b, atol=1e-5)
 
 
+@pytest.mark.timeout(300)
+def test_population_rows_span_two_processes_with_pbt(tmp_path, cpu_devices):
+    """4 members (lr sweep, PBT every 2 updates) on a (2, 2) mesh over 2 processes x 2 devices: each
+    process holds one row (2 members) and both take the same PBT decisions; the members equal those
+    of the same population run in one process on 4 devices."""
+    result = launch(2, 2, WORKER + ["--layout", "anakin", "--population", "--out", str(tmp_path)], timeout=280)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "return best" in result.stdout
+    (p0, _, _, eval0), (p1, _, _, eval1) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
+    assert eval0 == eval1
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from multihost_worker import population_config
+    from agents.ppo import PPOConfig
+    from podrl.anakin import train_anakin
+    from podrl.config import LoggingConfig
+
+    config = population_config(4, LoggingConfig(run_dir=None, console=False))
+    single = train_anakin(dataclasses.replace(config, num_devices=4), PPOConfig())
+    assert any(r.get("pbt/replaced") for r in single.history)
+    for row, leaves in ((0, p0), (1, p1)):
+        for a, b in zip(leaves, jax.tree.leaves(single.state.train_state.params), strict=True):
+            np.testing.assert_allclose(a, np.asarray(b)[2 * row:2 * row + 2], atol=1e-5)
+
+
 @pytest.mark.timeout(400)
 def test_anakin_two_processes_checkpoint_and_resume_consistently(tmp_path):
     """Both processes save into one shared folder, stop after 2 of 4 updates, restore the same

@@ -18,6 +18,7 @@ import optax
 
 from agents.actor_critic import (
     Parts, actor_critic_agent, clipped_flat_optimizer, finish_update, lr_schedule, sgd_step,
+    with_hyperparams,
 )
 from agents.impala.config import ImpalaConfig
 from agents.impala.losses import make_loss_fn
@@ -54,6 +55,7 @@ def _minibatches(traj: Trajectory, m: int) -> Trajectory:
 
 def _update(parts: Parts, train_state: TrainState, traj: Trajectory, key: Array) -> tuple[TrainState, Metrics]:
     """`num_minibatches` SGD steps, one per group of whole env sequences of this shard."""
+    parts = with_hyperparams(parts, train_state.hyperparams)  # a population member's own values
     cfg = parts.config
     traj.validate()
     cfg.check_batch(*traj.reward.shape)

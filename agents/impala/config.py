@@ -14,7 +14,8 @@ are RMSProp (decay 0.99, eps 0.01), entropy 0.01, baseline cost 0.5, grad clip
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+import math
+from typing import TYPE_CHECKING, ClassVar
 
 from agents.config_checks import NetworkConfig, check_network_fields
 from agents.reward_clip import RewardClipConfig, check_reward_clip
@@ -60,6 +61,16 @@ class ImpalaConfig(RewardClipConfig, NetworkConfig):
     """Rewards are multiplied by this before V-trace (keeps value targets O(10) for +1-per-step envs)."""
     num_minibatches: int = 1
     """SGD steps per update: the shard's envs are split into this many groups of whole sequences."""
+
+    SWEEPABLE: ClassVar[dict[str, tuple[float, float]]] = {
+        "learning_rate": (0.0, math.inf), "entropy_coef": (0.0, math.inf), "value_coef": (0.0, math.inf),
+        "max_grad_norm": (0.0, math.inf), "gamma": (0.0, 1.0), 
+    }
+    """Fields a population may sweep (`podrl.population`): {field: (low, high)}; update reads them as arrays."""
+    SHAPE_FIELDS: ClassVar[tuple[str, ...]] = (
+        "hidden_sizes", "torso", "shared_torso", "activation", "core", "core_size", "num_minibatches", "optimizer",
+    )
+    """Fields that change the compiled program's shapes or structure: a sweep refuses them."""
 
     def __post_init__(self) -> None:
         require_number(self, "learning_rate", low=0.0, low_open=True)

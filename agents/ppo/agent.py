@@ -20,6 +20,7 @@ import optax
 
 from agents.actor_critic import (
     Parts, actor_critic_agent, clipped_flat_optimizer, finish_update, lr_schedule, sgd_step,
+    with_hyperparams,
 )
 from agents.cores import is_recurrent
 from agents.ppo.config import PPOConfig
@@ -91,6 +92,7 @@ def _sequence_epoch(parts: Parts, batch: PPOBatch, carry, key: Array):
 
 def _update(parts: Parts, train_state: TrainState, traj: Trajectory, key: Array) -> tuple[TrainState, Metrics]:
     """num_epochs x num_minibatches Adam steps on this shard's trajectory."""
+    parts = with_hyperparams(parts, train_state.hyperparams)  # a population member's own values
     cfg = parts.config
     traj.validate()
     parts.config.check_batch(*traj.reward.shape)

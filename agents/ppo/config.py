@@ -8,7 +8,8 @@ Defaults are the classic CartPole PPO (CleanRL `ppo.py`, PureJaxRL), tuned for
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+import math
+from typing import TYPE_CHECKING, ClassVar
 
 from agents.config_checks import NetworkConfig, check_network_fields
 from agents.reward_clip import RewardClipConfig, check_reward_clip
@@ -57,6 +58,16 @@ class PPOConfig(RewardClipConfig, NetworkConfig):
     """Rewards are multiplied by this before GAE (e.g. 0.1 for Pendulum)."""
     adam_eps: float = 1e-5
     """Adam epsilon."""
+
+    SWEEPABLE: ClassVar[dict[str, tuple[float, float]]] = {
+        "learning_rate": (0.0, math.inf), "entropy_coef": (0.0, math.inf), "value_coef": (0.0, math.inf),
+        "max_grad_norm": (0.0, math.inf), "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0), "clip_eps": (0.0, math.inf),
+    }
+    """Fields a population may sweep (`podrl.population`): {field: (low, high)}; update reads them as arrays."""
+    SHAPE_FIELDS: ClassVar[tuple[str, ...]] = (
+        "hidden_sizes", "torso", "shared_torso", "activation", "core", "core_size", "num_minibatches", "num_epochs",
+    )
+    """Fields that change the compiled program's shapes or structure: a sweep refuses them."""
 
     def __post_init__(self) -> None:
         require_number(self, "learning_rate", low=0.0, low_open=True)

@@ -20,6 +20,7 @@ from podrl.anakin.program import AnakinProgram, AnakinState, summarize_call
 from podrl.config import AnakinConfig
 from podrl.errors import NonFiniteError, check_finite
 from podrl.learner_state import check_shard_state_fits
+from podrl.population import lineage_record, member_values, parse_sweep, pbt_decide, sweepable
 from podrl.profiling import CallProfiler
 from podrl.run import RunContext
 from podrl.types import AgentConfig
@@ -46,24 +47,29 @@ def train_anakin(config: AnakinConfig, agent_config: AgentConfig, env: JaxEnv | 
     """
     from envs.registry import make
     from envs.types import env_spec as spec_of
-    from podrl.mesh import data_mesh, mesh_devices
+    from podrl.mesh import mesh_devices, population_mesh
 
     devices = devices if devices is not None else mesh_devices(config.num_devices)
     config.check_layout(len(devices), agent_config)
     env = env if env is not None else make(config.env)
     spec = spec_of(env)
     agent = agent_config.make_agent(spec, config.num_updates)
-    check_shard_state_fits(agent, spec, agent_config, devices, copies=config.num_seeds)  # before any allocation
-    program = AnakinProgram(agent, env, config, data_mesh(devices), spec)
+    copies = config.members // config.population_shards  # members per device row
+    check_shard_state_fits(agent, spec, agent_config, devices, copies=copies)  # before any allocation
+    hyperparams = member_values(parse_sweep(config.sweep), config.members, config.seed)
+    program = AnakinProgram(agent, env, config, population_mesh(devices, config.population_shards), spec,
+                            hyperparams)
     with RunContext(config, agent_config, full_config) as run:
-        return _train_loop(program, config, run)
+        return _train_loop(program, config, run, sweepable(agent_config))
 
 
-def _train_loop(program: AnakinProgram, config: AnakinConfig, run: RunContext) -> AnakinResult:
+def _train_loop(program: AnakinProgram, config: AnakinConfig, run: RunContext,
+                bounds: dict[str, tuple[float, float]]) -> AnakinResult:
     state = run.restore(within("init", config.timeout_s, program.init))
     compile_seconds = within("compile", config.timeout_s, functools.partial(program.compile, state))
     start, limit = run.start, run.limit
-    run.logger.info(f"{config.env}: {config.num_seeds} seed(s) x {config.num_envs} envs on {program.num_shards} "
+    what = f"a population of {config.population}" if config.population else f"{config.num_seeds} seed(s)"
+    run.logger.info(f"{config.env}: {what} x {config.num_envs} envs on {program.rows} x {program.num_shards} "
                     f"device(s), updates {start}..{limit} of {config.num_updates}; compiled in {compile_seconds:.1f}s")
     history: list[dict[str, Any]] = []
     train_seconds, eval_return, first, calls = 0.0, None, start, 0
@@ -83,30 +89,52 @@ def _train_loop(program: AnakinProgram, config: AnakinConfig, run: RunContext) -
             run.note_failure(e)
             raise
         calls += 1
-        summary["sps"] = (last - first) * config.steps_per_update * config.num_seeds / (time.perf_counter() - t0)
+        summary["sps"] = (last - first) * config.steps_per_update * config.members / (time.perf_counter() - t0)
         summary["updates"] = last
         if (config.eval_every and calls % config.eval_every == 0) or last in (limit, config.num_updates):
             eval_return = within(f"evaluation after update {last}", config.timeout_s,
                                  functools.partial(program.evaluate, state, run.eval_seed(last)))
             summary["eval_return"] = eval_return
+        if config.pbt_every and last // config.pbt_every > first // config.pbt_every and last < config.num_updates:
+            state = _pbt_step(program, state, summary, last, config, bounds)
         _report(run, history, summary, last, config)
         first = last
         if run.after_update(last, state, state.train_state.params):
             break
     profiler.stop()
-    done = (first - start) * config.steps_per_update * config.num_seeds
+    done = (first - start) * config.steps_per_update * config.members
     sps = done / max(train_seconds, 1e-9)
     stopped_by = run.finish(first, state, state.train_state.params, sps, eval_return)
     return AnakinResult(state, history, eval_return, compile_seconds, sps, run.logger.run_dir,
                         run.checkpoints.directory, stopped_by)
 
 
+def _pbt_step(program: AnakinProgram, state, summary: dict[str, Any], update: int, config: AnakinConfig,
+              bounds: dict[str, tuple[float, float]]):
+    """Exploit/explore after update `update` (`podrl.population`), decided from this call's returns;
+    adds the lineage (`pbt/parent`, `pbt/replaced`, `pbt/hp/<field>` after) to `summary`."""
+    current = {name[3:]: np.asarray(v) for name, v in summary.items() if name.startswith("hp/")}
+    decision = pbt_decide(np.asarray(summary["episode_return"]), current, config.pbt_fraction,
+                          tuple(config.pbt_perturb), bounds, config.seed, update)
+    if decision.replaced.size:
+        state = program.exploit(state, decision.source, decision.hyperparams)
+    summary.update(lineage_record(decision))
+    summary.update({f"pbt/hp/{name}": [float(v) for v in values] for name, values in decision.hyperparams.items()})
+    return state
+
+
 def _report(run: RunContext, history: list, summary: dict[str, Any], updates: int, config: AnakinConfig) -> None:
     step = run.logged_steps(updates)
     run.logger.log(step, summary)
     history.append({"step": step, **summary})
-    returns = summary["episode_return"]
-    run.logger.progress(step, run.logged_steps(config.num_updates), summary["sps"], {
-        "return": float(np.nanmean(returns)) if np.isfinite(returns).any() else None,
-        "eval": float(np.mean(summary["eval_return"])) if "eval_return" in summary else None,
-    })
+    returns = np.asarray(summary["episode_return"])
+    finite = np.isfinite(returns).any()
+    values = {"return": float(np.nanmean(returns)) if finite else None,
+              "eval": float(np.mean(summary["eval_return"])) if "eval_return" in summary else None}
+    if config.population:  # a population: its best and median member
+        evals = summary.get("eval_return")
+        values = {"return best": float(np.nanmax(returns)) if finite else None,
+                  "median": float(np.nanmedian(returns)) if finite else None,
+                  "eval best": float(np.max(evals)) if evals is not None else None,
+                  "eval median": float(np.median(evals)) if evals is not None else None}
+    run.logger.progress(step, run.logged_steps(config.num_updates), summary["sps"], values)
