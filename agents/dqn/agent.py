@@ -32,7 +32,7 @@ from agents.dqn.losses import DQNBatch, batched_q_learning_target, make_loss_fn
 from agents.q_learning import QParts, init_train_state, next_params, q_agent, q_values
 from agents.returns import learner_rewards
 from envs.types import EnvSpec
-from podrl.parallel import mean_across_learners
+from podrl.parallel import mean_across_learners, vary_like
 from podrl.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
@@ -137,6 +137,8 @@ def _update(parts: QParts, train_state: TrainState, traj: Trajectory, key: Array
     optimizer = optax.tree_utils.tree_set(train_state.opt_state.optimizer, learning_rate=learning_rate)
     carry = (train_state.params["network"], train_state.opt_state._replace(optimizer=optimizer))
     skipped = jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), jax.eval_shape(learn, carry, key)[1])
+    # the learned metrics vary like the train state (e.g. per population member); so must the zeros
+    skipped = vary_like(skipped, train_state.update_step)
     (network_params, learner), metrics = jax.lax.cond(learning, learn, lambda c, _: (c, skipped), carry, key)
     metrics = {**metrics, "learning": learning.astype(jnp.float32), "epsilon": train_state.params["epsilon"],
                "learning_rate": jnp.asarray(learning_rate, jnp.float32),
