@@ -73,7 +73,8 @@ def test_every_field_has_a_docstring_for_tyro():
             if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
                 assert isinstance(nxt.value.value, str) and nxt.value.value.strip()
                 documented.add(node.target.id)
-    assert documented == {f.name for f in dataclasses.fields(PPOConfig)}
+    # every dataclass field is documented (class constants such as SWEEPABLE may be too)
+    assert {f.name for f in dataclasses.fields(PPOConfig)} <= documented
 
 
 def test_make_agent_for_discrete_and_continuous_specs():
