@@ -184,6 +184,15 @@ def sgd_step(parts: Parts, key: Array, carry, minibatch):
     return (optax.apply_updates(params, updates), opt_state), metrics
 
 
+def shuffled_epoch(parts: Parts, batch: Any, carry, key: Array):
+    """One pass over an `N`-transition batch (every leaf `[N, ...]`) in `parts.config.num_minibatches`
+    shuffled minibatches `[N / m, ...]`, `sgd_step` on each; a `lax.scan` body over epochs' keys."""
+    m = parts.config.num_minibatches
+    perm = jax.random.permutation(key, jax.tree.leaves(batch)[0].shape[0])
+    minibatches = jax.tree.map(lambda x: x[perm].reshape((m, -1) + x.shape[1:]), batch)
+    return jax.lax.scan(functools.partial(sgd_step, parts, key), carry, minibatches)
+
+
 def finish_update(
     parts: Parts, train_state: TrainState, params, opt_state, metrics: Metrics
 ) -> tuple[TrainState, Metrics]:

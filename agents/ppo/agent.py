@@ -19,7 +19,7 @@ import jax
 import optax
 
 from agents.actor_critic import (
-    Parts, actor_critic_agent, clipped_flat_optimizer, finish_update, lr_schedule, sgd_step,
+    Parts, actor_critic_agent, clipped_flat_optimizer, finish_update, lr_schedule, sgd_step, shuffled_epoch,
     with_hyperparams,
 )
 from agents.cores import is_recurrent
@@ -70,14 +70,6 @@ def _flatten(batch: PPOBatch) -> PPOBatch:
     return jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), batch)
 
 
-def _epoch(parts: Parts, batch: PPOBatch, carry, key: Array):
-    """One pass over the `N`-transition batch in `num_minibatches` shuffled minibatches `[N / m]`."""
-    m = parts.config.num_minibatches
-    perm = jax.random.permutation(key, batch.advantage.shape[0])
-    minibatches = jax.tree.map(lambda x: x[perm].reshape((m, -1) + x.shape[1:]), batch)
-    return jax.lax.scan(functools.partial(sgd_step, parts, key), carry, minibatches)
-
-
 def _sequence_epoch(parts: Parts, batch: PPOBatch, carry, key: Array):
     """One pass over the `[T, B]` sequences (recurrent core) in `num_minibatches` minibatches of
     whole env columns `[T, B / m]` (envs shuffled, time never): each re-unrolls its core from
@@ -98,7 +90,7 @@ def _update(parts: Parts, train_state: TrainState, traj: Trajectory, key: Array)
     parts.config.check_batch(*traj.reward.shape)
     batch = _gae_batch(parts, train_state.params, traj)
     recurrent = is_recurrent(parts.network)
-    epoch = _sequence_epoch if recurrent else _epoch
+    epoch = _sequence_epoch if recurrent else shuffled_epoch
     batch = batch if recurrent else _flatten(batch)
     keys = jax.random.split(key, cfg.num_epochs)
     (params, opt_state), metrics = jax.lax.scan(

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents.actor_critic import clipped_flat_optimizer, finish_update, lr_schedule, sgd_step
+from agents.actor_critic import clipped_flat_optimizer, finish_update, lr_schedule, shuffled_epoch
 from agents.pqn.config import PQNConfig
 from agents.pqn.losses import PQNBatch, make_loss_fn
 from agents.q_learning import QParts, next_params, q_agent, q_values
@@ -56,14 +56,6 @@ def q_lambda_batch(parts: QParts, network_params, traj: Trajectory) -> PQNBatch:
     return jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), batch)
 
 
-def _epoch(parts: QParts, batch: PQNBatch, carry, key: Array):
-    """One pass over the `N`-transition batch in `num_minibatches` shuffled minibatches `[N / m]`."""
-    m = parts.config.num_minibatches
-    perm = jax.random.permutation(key, batch.target.shape[0])
-    minibatches = jax.tree.map(lambda x: x[perm].reshape((m, -1) + x.shape[1:]), batch)
-    return jax.lax.scan(functools.partial(sgd_step, parts, key), carry, minibatches)
-
-
 def _update(parts: QParts, train_state: TrainState, traj: Trajectory, key: Array) -> tuple[TrainState, Metrics]:
     """num_epochs x num_minibatches Adam steps on this shard's trajectory `[T, B]`; metrics
     q_loss, q_mean, target_mean (meaned over steps and learners), learning_rate and epsilon
@@ -74,7 +66,7 @@ def _update(parts: QParts, train_state: TrainState, traj: Trajectory, key: Array
     batch = q_lambda_batch(parts, network_params, traj)
     keys = jax.random.split(key, parts.config.num_epochs)
     (network_params, opt_state), metrics = jax.lax.scan(
-        functools.partial(_epoch, parts, batch), (network_params, train_state.opt_state), keys
+        functools.partial(shuffled_epoch, parts, batch), (network_params, train_state.opt_state), keys
     )
     epsilon = train_state.params["epsilon"]  # what the actors used for this rollout
     params = next_params(parts, network_params, train_state.update_step)
