@@ -83,10 +83,14 @@ def with_hyperparams(parts: Parts, hyperparams: Any) -> Parts:
 
 
 def lr_schedule(learning_rate: float, anneal: bool, num_steps: int) -> optax.Schedule:
-    """`learning_rate` decayed linearly to 0 over `num_steps` optimizer steps if `anneal`, else constant."""
-    if anneal:
-        return optax.linear_schedule(learning_rate, 0.0, num_steps)
-    return optax.constant_schedule(learning_rate)
+    """`learning_rate` decayed linearly to 0 over `num_steps` optimizer steps if `anneal`, else constant.
+
+    The constant is a linear schedule with equal ends, not `optax.constant_schedule`: the same
+    float32 step size bit for bit, but PPO on CartPole (4 envs x 128 steps, one CPU device)
+    ran 162-167k steps/s with it against 124k with `constant_schedule`'s Python float
+    (measured in one process, alternating; the cause inside XLA:CPU was not traced).
+    """
+    return optax.linear_schedule(learning_rate, 0.0 if anneal else learning_rate, max(int(num_steps), 1))
 
 
 FLATTEN_MAX_PARAMS = 100_000
