@@ -2,10 +2,10 @@
 
 from envs.registry import UnknownEnvError, make, registered
 from envs.types import FIRST, LAST, MID, EnvSpec, JaxEnv, TimeStep, env_spec, restart, transition
-from envs.wrappers import AutoReset, EpisodeStats, TimeLimit, wrap_for_training
+from envs.wrappers import AutoReset, EpisodeStats, TimeLimit, Wrapper, batch_step, wrap_for_training
 
 __all__ = [
     "FIRST", "MID", "LAST", "TimeStep", "EnvSpec", "JaxEnv", "env_spec", "restart", "transition",
-    "AutoReset", "EpisodeStats", "TimeLimit", "wrap_for_training",
+    "AutoReset", "EpisodeStats", "TimeLimit", "Wrapper", "batch_step", "wrap_for_training",
     "make", "registered", "UnknownEnvError",
 ]

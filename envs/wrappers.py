@@ -7,6 +7,7 @@ inner state and always returns the same `extras` keys, so wrapped envs scan.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -137,6 +138,36 @@ class AutoReset(Wrapper):
         observation = jnp.where(done, reset_ts.observation, ts.observation)
         extras = {**ts.extras, "next_obs": ts.observation}
         return AutoResetState(inner, key), ts._replace(observation=observation, extras=extras)
+
+    def step_batch(self, state: AutoResetState, action):
+        """`jax.vmap(self.step)` over a leading batch axis `[B]`, value for value, except that
+        the inner env's resets are computed only on steps where some episode of the batch
+        ends (one `lax.cond` for the batch). Most steps of a small batch end no episode, and
+        a reset's random draws can cost as much as the step itself (CartPole's `uniform` is a
+        rolled threefry loop on CPU). The keys advance on every step exactly as in `step`.
+        Under an outer `vmap` the cond becomes a select and both branches run, as in `step`
+        (Anakin runs a device's single member unbatched for this reason)."""
+        inner, ts = jax.vmap(self.env.step)(state.inner, action)
+        key, reset_key = jnp.moveaxis(jax.vmap(jax.random.split)(state.key), 1, 0)
+        done = ts.last()
+
+        def select(new, old):
+            return jnp.where(jnp.reshape(done, done.shape + (1,) * (old.ndim - done.ndim)), new, old)
+
+        def with_resets(inner, observation):
+            reset_inner, reset_ts = jax.vmap(self.env.reset)(reset_key)
+            return jax.tree.map(select, reset_inner, inner), select(reset_ts.observation, observation)
+
+        inner, observation = jax.lax.cond(jnp.any(done), with_resets, lambda i, o: (i, o), inner, ts.observation)
+        extras = {**ts.extras, "next_obs": ts.observation}
+        return AutoResetState(inner, key), ts._replace(observation=observation, extras=extras)
+
+
+def batch_step(env: JaxEnv):
+    """`env.step` over a leading batch axis: the env's own `step_batch` where it has one
+    (`AutoReset`), else `jax.vmap(env.step)`."""
+    step_batch = getattr(type(env), "step_batch", None)  # the class's own: not one a wrapper forwards to
+    return functools.partial(step_batch, env) if step_batch else jax.vmap(env.step)
 
 
 def wrap_for_training(env: JaxEnv) -> JaxEnv:

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from envs.types import EnvState, JaxEnv, TimeStep
+from envs.wrappers import batch_step
 from podrl.keys import step_keys
 from podrl.parallel import match_varying
 from podrl.types import ActorState, Agent, Array, Params, PRNGKey, Trajectory, reset_finished_actor_state
@@ -63,7 +64,8 @@ def rollout(
 ) -> tuple[ActingState, Trajectory, EpisodeTotals]:
     """Acts `length` steps in every env of the batch.
 
-    `env` must be auto-resetting with episode statistics (`envs.wrap_for_training`).
+    `env` must be auto-resetting with episode statistics (`envs.wrap_for_training`); it steps
+    the batch with `envs.wrappers.batch_step` (resets only on steps where an episode ends).
     Returns the next acting state, a `[length, B]` Trajectory, and the totals of
     the episodes that finished during the rollout.
     """
@@ -71,7 +73,7 @@ def rollout(
 
     def step(carry: ActingState, step_key: PRNGKey):
         action, extras, actor_state = agent.act(params, carry.actor_state, carry.timestep.observation, step_key)
-        env_state, ts = jax.vmap(env.step)(carry.env_state, action)
+        env_state, ts = batch_step(env)(carry.env_state, action)
         actor_state = reset_finished_actor_state(actor_state, ts.last(), initial_actor_state)
         record = (carry.timestep.observation, action, ts, extras)
         return match_varying(ActingState(env_state, ts, actor_state), carry), record

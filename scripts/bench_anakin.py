@@ -68,6 +68,7 @@ class Measurement:
     eval_episodes: int = 0  # training: episodes of the final (untimed) evaluation; 0 = one per device
     agent: str = "ppo"  # training: a name in agents.AGENTS, trained with its config defaults
     population: int = 0  # training: population members (an lr sweep) instead of seeds; 0 = none
+    hidden_sizes: tuple[int, ...] | None = None  # training: the MLP's hidden sizes; None = the agent's default
 
     @property
     def is_training(self) -> bool:
@@ -78,13 +79,14 @@ class Measurement:
 
 
 def agent_config(m: Measurement) -> Any:
-    """The config of agent `m.agent` (its defaults), with `m.torso` and `m.anneal_lr` set
-    on the fields of those names that it has."""
+    """The config of agent `m.agent` (its defaults), with `m.torso`, `m.anneal_lr` and
+    `m.hidden_sizes` (when given) set on the fields of those names that it has."""
     from agents import AGENTS
 
     cls = AGENTS[m.agent].config
     names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in (("torso", m.torso), ("anneal_lr", m.anneal_lr)) if k in names})
+    fields = (("torso", m.torso), ("anneal_lr", m.anneal_lr), ("hidden_sizes", m.hidden_sizes))
+    return cls(**{k: v for k, v in fields if k in names and v is not None})
 
 
 def measure_training(m: Measurement) -> dict[str, Any]:

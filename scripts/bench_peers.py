@@ -2,7 +2,9 @@
 
 Both run the same CartPole-v1 PPO (CleanRL / PureJaxRL settings: 64-64 tanh actor and
 critic, 4 epochs x 4 minibatches, lr 2.5e-4 constant, clip 0.2, entropy 0.01, GAE 0.95,
-gamma 0.99, grad clip 0.5) on the same devices, each in a fresh process, interleaved
+gamma 0.99, grad clip 0.5; the "8-8 MLP" row shrinks both sides' hidden layers to 8 units,
+to show how much of a step is the networks' matmuls) on the same devices, each in a fresh
+process, interleaved
 (peer, podrl, peer, podrl, ...) so a burst of load from elsewhere hits both; medians over
 --repeats. Columns:
 
@@ -60,6 +62,7 @@ class Row:
     num_seeds: int = 1
     devices: int = 1
     peer: bool = True
+    hidden: tuple[int, ...] = (64, 64)  # both sides' actor and critic MLP
 
 
 ROWS = {
@@ -68,6 +71,7 @@ ROWS = {
         Row("2048x16", 2048, 16, 4_000_000),
         Row("4x128, 16 seeds", 4, 128, 500_000, num_seeds=16),
         Row("4x128, 2-device mesh", 4, 128, 500_000, devices=2, peer=False),
+        Row("4x128, 8-8 MLP", 4, 128, 500_000, hidden=(8, 8)),  # the same program with 64x less matmul work
     ),
     "gpu": (
         Row("4096x16", 4096, 16, 20_000_000),
@@ -90,7 +94,7 @@ def measure_podrl(row: Row) -> dict[str, Any]:
 
     result = measure_training(Measurement(
         "podrl", row.devices, row.num_envs, row.rollout_length, row.total_steps, num_seeds=row.num_seeds,
-        anneal_lr=False, eval_episodes=32))
+        anneal_lr=False, eval_episodes=32, hidden_sizes=row.hidden))
     print(f"final return {result['final_eval_return']}", flush=True)
     return {"steps_per_second": result["steps_per_second"], "compile_seconds": result["compile_seconds"],
             "final_return": result["final_eval_return"]}
@@ -114,7 +118,7 @@ def run_child(spec_json: str) -> int:
     if spec.get("check_env"):
         emit_result({"observations": podrl_cartpole_steps(spec["states"], spec["actions"])})
         return 0
-    row = Row(**spec)
+    row = Row(**{**spec, "hidden": tuple(spec.get("hidden", (64, 64)))})
     if os.environ.get("JAX_PLATFORMS", "cpu") == "cpu":
         configure_cpu_devices(row.devices)
     emit_result(measure_podrl(row))
@@ -180,7 +184,7 @@ def measure_all(rows: list[Row], repeats: int, python: str, timeout: float) -> l
             sides = (("rejax", True), ("podrl", False)) if row.peer else (("podrl", False),)
             for side, is_peer in sides:
                 spec = {"num_envs": row.num_envs, "num_steps": row.rollout_length, "total_timesteps": row.total_steps,
-                        "num_seeds": row.num_seeds} if is_peer else dataclasses.asdict(row)
+                        "num_seeds": row.num_seeds, "hidden": list(row.hidden)} if is_peer else dataclasses.asdict(row)
                 result = run_peer(python, spec, timeout) if is_peer else run_child_script(__file__, spec, timeout)
                 runs.setdefault((row.name, side), []).append(result)
                 status = result["error"].splitlines()[0] if "error" in result else (

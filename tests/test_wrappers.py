@@ -209,3 +209,77 @@ def test_wrappers_forward_attributes_and_specs():
     assert envs.env_spec(env).discrete
     with pytest.raises(AttributeError):
         env.no_such_attribute  # noqa: B018
+
+
+class CountingResets(Counter):
+    """`Counter` that records, on the host, every batch of resets it computes."""
+
+    def __init__(self, terminate_at: int, calls: list):
+        super().__init__(terminate_at)
+        self.calls = calls
+
+    def reset(self, key):
+        state, ts = super().reset(key)
+        jax.debug.callback(lambda: self.calls.append(1))
+        return state, ts
+
+
+def _batch_rollout(step_fn, env, num_envs, n_steps, seed=0):
+    """`n_steps` batched steps of `step_fn` (jitted scan) from one batched reset; the step timesteps."""
+    state, _ = jax.vmap(env.reset)(jax.random.split(jax.random.key(seed), num_envs))
+    actions = jax.random.randint(jax.random.key(seed + 1), (n_steps, num_envs), 0, 2)
+    _, steps = jax.jit(lambda s, a: jax.lax.scan(lambda c, x: step_fn(c, x), s, a))(state, actions)
+    return steps
+
+
+def test_step_batch_equals_vmapped_step_value_for_value():
+    # CartPole with random actions: episodes end at different steps in different envs.
+    env = wrap_for_training(envs.make("CartPole-v1"))
+    vmapped = _batch_rollout(jax.vmap(env.step), env, 6, 200)
+    batched = _batch_rollout(envs.batch_step(env), env, 6, 200)
+    assert 0 < int(jnp.sum(vmapped.step_type == LAST)) < 6 * 200  # some episodes ended, not all steps
+    for a, b in zip(jax.tree.leaves(vmapped), jax.tree.leaves(batched)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_step_batch_under_an_outer_vmap_equals_vmapped_step():
+    env = wrap_for_training(envs.make("CartPole-v1"))
+    per_seed = [_batch_rollout(jax.vmap(env.step), env, 3, 120, seed=s) for s in (0, 5)]
+
+    def seeds_rollout(step_fn):
+        keys = jnp.stack([jax.random.split(jax.random.key(s), 3) for s in (0, 5)])
+        state, _ = jax.vmap(jax.vmap(env.reset))(keys)
+        actions = jnp.stack([jax.random.randint(jax.random.key(s + 1), (120, 3), 0, 2) for s in (0, 5)])
+        run = lambda s, a: jax.lax.scan(lambda c, x: step_fn(c, x), s, a)[1]  # noqa: E731
+        return jax.jit(jax.vmap(run))(state, actions)
+
+    together = seeds_rollout(envs.batch_step(env))
+    for i, alone in enumerate(per_seed):
+        for a, b in zip(jax.tree.leaves(alone), jax.tree.leaves(together)):
+            np.testing.assert_array_equal(a, b[i])
+
+
+def test_step_batch_computes_resets_only_on_steps_where_an_episode_ends():
+    calls: list = []
+    env = AutoReset(EpisodeStats(CountingResets(terminate_at=5, calls=calls)))
+    steps = _batch_rollout(envs.batch_step(env), env, 4, 12)
+    calls.clear()  # the callback may also run while tracing; count from a second, compiled run
+    steps = _batch_rollout(envs.batch_step(env), env, 4, 12)
+    ended = np.asarray(jnp.any(steps.step_type == LAST, axis=1))
+    assert ended.tolist() == [t in (5, 10) for t in range(1, 13)]
+    assert 0 < len(calls) <= 2 * 4  # 2 steps ended episodes (at most one callback per env)
+    calls.clear()
+    vmapped = _batch_rollout(jax.vmap(env.step), env, 4, 12)
+    assert len(calls) >= 12  # the plain vmapped step resets on every step
+    np.testing.assert_array_equal(vmapped.observation, steps.observation)
+
+
+def test_batch_step_uses_a_wrappers_own_step_not_a_forwarded_one():
+    class Doubling(envs.Wrapper):  # a wrapper over AutoReset: its step must not be skipped
+        def step(self, state, action):
+            state, ts = self.env.step(state, action)
+            return state, ts._replace(reward=2 * ts.reward)
+
+    env = Doubling(wrap_for_training(Counter(terminate_at=3)))
+    steps = _batch_rollout(envs.batch_step(env), env, 2, 4)
+    np.testing.assert_array_equal(steps.reward[:, 0], [2.0, 4.0, 6.0, 2.0])

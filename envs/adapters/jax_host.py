@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from envs.types import ActionSpec, JaxEnv, ObservationSpec, PRNGKey, TimeStep
-from envs.wrappers import wrap_for_training
+from envs.wrappers import batch_step, wrap_for_training
 
 
 def anakin_env_keys(seed: int, num_envs: int) -> PRNGKey:
@@ -54,7 +54,7 @@ class JaxHostVectorEnv:
         self.training_env = wrap_for_training(env)
         self.device = device if device is not None else jax.local_devices(backend="cpu")[0]
         self.state = None
-        reset, step = jax.vmap(self.training_env.reset), jax.vmap(self.training_env.step)
+        reset, step = jax.vmap(self.training_env.reset), batch_step(self.training_env)
         self._reset = jax.jit(lambda keys: _finish(reset(keys)))
         self._step = jax.jit(lambda state, actions: _finish(step(state, actions)))
 

@@ -3,8 +3,9 @@
 One compiled call runs `updates_per_call` updates. The mesh is 2-D, `(POPULATION_AXIS,
 DATA_AXIS)` of shape `(R, D)`: the S seeds (or population members, `podrl.population`)
 are split over the R rows, S/R per row, and each member's envs over the D devices of
-its row. On every device and for each of its row's members (vmap), an update is: a
-`lax.scan` rollout over the shard's envs, then `Agent.update`, whose gradients are
+its row. On every device and for each of its row's members (vmap; a lone member runs
+unbatched, so the rollout's reset cond stays a cond), an update is: a `lax.scan`
+rollout over the shard's envs, then `Agent.update`, whose gradients are
 averaged over the row's D shards (`DATA_AXIS`), never across members or rows. Params
 are replicated along a row; env states and PRNG keys are split over its devices.
 Metrics are reduced on device inside the scan carry, so nothing of shape `[updates, ...]`
@@ -206,7 +207,10 @@ class AnakinProgram:
             acc = acc._replace(hyperparams=state.train_state.hyperparams)
             return state._replace(train_state=shard_global(state.train_state)), acc
 
-        state, acc = jax.vmap(one_seed)(state)
+        if self.members_per_row == 1:  # no vmap: the rollout's reset cond stays a cond (`envs.wrappers.batch_step`)
+            state, acc = jax.tree.map(lambda x: x[None], one_seed(jax.tree.map(lambda x: x[0], state)))
+        else:
+            state, acc = jax.vmap(one_seed)(state)
         return state, gather_members(acc)
 
     def _eval_shard(self, params, seed: Array) -> Array:
@@ -250,6 +254,13 @@ class AnakinProgram:
         start = time.perf_counter()
         self._compiled_call = self._call.lower(state, np.int32(0), np.int32(0)).compile()
         return time.perf_counter() - start
+
+    def program_text(self) -> str:
+        """The compiled train call's optimized HLO (after `compile`): its op names are the
+        thunk names of a profiler trace (`podrl.profiling.loop_labels`)."""
+        if self._compiled_call is None:
+            raise RuntimeError("compile() first")
+        return self._compiled_call.as_text()
 
     def train_call(self, state: AnakinState, first_update: int, limit: int | None = None) -> tuple[AnakinState, CallMetrics]:
         """Runs updates `first_update .. first_update + updates_per_call`, none at or past

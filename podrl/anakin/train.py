@@ -21,7 +21,7 @@ from podrl.config import AnakinConfig
 from podrl.errors import NonFiniteError, check_finite
 from podrl.learner_state import check_shard_state_fits
 from podrl.population import lineage_record, member_values, parse_sweep, pbt_decide, sweepable
-from podrl.profiling import CallProfiler
+from podrl.profiling import CallProfiler, write_program_text
 from podrl.run import RunContext
 from podrl.types import AgentConfig
 from podrl.watchdog import within
@@ -74,6 +74,8 @@ def _train_loop(program: AnakinProgram, config: AnakinConfig, run: RunContext,
     history: list[dict[str, Any]] = []
     train_seconds, eval_return, first, calls = 0.0, None, start, 0
     profiler = CallProfiler(config.logging.profile, -(-(limit - start) // config.updates_per_call))
+    if config.logging.profile and jax.process_index() == 0:  # names the trace's loops (scripts/profile_summary.py)
+        write_program_text(config.logging.profile, program.program_text())
     while first < limit:
         last = min(first + config.updates_per_call, limit)
         profiler.before(calls)

@@ -8,6 +8,7 @@ imports podrl, and prints one `BENCH_RESULT {json}` line:
   final_return       mean return of rejax's own final evaluation (128 episodes per seed)
 
     python scripts/peers/rejax_ppo.py '{"num_envs": 4, "num_steps": 128, "total_timesteps": 500000, "num_seeds": 1}'
+    (optional "hidden": [64, 64], the MLP's hidden sizes)
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ def main(spec_json: str) -> int:
         print("BENCH_RESULT " + json.dumps({"observations": cartpole_steps(spec["states"], spec["actions"])}))
         return 0
     total = int(spec["total_timesteps"])
-    algo = rejax.PPO.create(**PPO, num_envs=spec["num_envs"], num_steps=spec["num_steps"], total_timesteps=total,
+    hidden = [int(h) for h in spec.get("hidden", PPO["agent_kwargs"]["hidden_layer_sizes"])]
+    ppo = {**PPO, "agent_kwargs": {**PPO["agent_kwargs"], "hidden_layer_sizes": hidden}}
+    algo = rejax.PPO.create(**ppo, num_envs=spec["num_envs"], num_steps=spec["num_steps"], total_timesteps=total,
                             eval_freq=total)  # one evaluation, at the end
     seeds = int(spec.get("num_seeds", 1))
     keys = jax.random.split(jax.random.key(spec.get("seed", 0)), seeds)
