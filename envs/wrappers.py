@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from envs.types import LAST, Array, EnvState, JaxEnv, PRNGKey, TimeStep
+from envs.varying import vary_over, varying_axes
 
 
 class Wrapper:
@@ -154,11 +155,19 @@ class AutoReset(Wrapper):
         def select(new, old):
             return jnp.where(jnp.reshape(done, done.shape + (1,) * (old.ndim - done.ndim)), new, old)
 
+        # inside a layout's shard_map both branches must vary over the same mesh axes: those of the
+        # episode ends, the reset keys and the values kept (a reset may vary where the step did not)
+        axes = varying_axes(done) | varying_axes(jax.random.key_data(reset_key))
+
         def with_resets(inner, observation):
             reset_inner, reset_ts = jax.vmap(self.env.reset)(reset_key)
-            return jax.tree.map(select, reset_inner, inner), select(reset_ts.observation, observation)
+            kept = jax.tree.map(select, reset_inner, inner), select(reset_ts.observation, observation)
+            return vary_over(kept, axes)
 
-        inner, observation = jax.lax.cond(jnp.any(done), with_resets, lambda i, o: (i, o), inner, ts.observation)
+        def without_resets(inner, observation):
+            return vary_over((inner, observation), axes)
+
+        inner, observation = jax.lax.cond(jnp.any(done), with_resets, without_resets, inner, ts.observation)
         extras = {**ts.extras, "next_obs": ts.observation}
         return AutoResetState(inner, key), ts._replace(observation=observation, extras=extras)
 

@@ -14,6 +14,8 @@ import jax
 from jax import lax
 from jax.flatten_util import ravel_pytree
 
+from envs.varying import vary_over, varying_axes
+
 DATA_AXIS = "data"
 """Mesh axis over learner devices (data parallel: batch split, params replicated)."""
 
@@ -51,15 +53,11 @@ def vary_across_learners(tree: Any) -> Any:
     """
 
     def cast(x):
-        if DATA_AXIS in _varying_axes(x):
+        if DATA_AXIS in varying_axes(x):
             return x
         return lax.pcast(x, DATA_AXIS, to="varying")
 
     return jax.tree.map(cast, tree)
-
-
-def _varying_axes(x: Any) -> frozenset:
-    return jax.typeof(x).manual_axis_type.varying
 
 
 def match_varying(tree: Any, reference: Any) -> Any:
@@ -71,11 +69,7 @@ def match_varying(tree: Any, reference: Any) -> Any:
     nothing varies and this is the identity.
     """
 
-    def cast(x, ref):
-        missing = _varying_axes(ref) - _varying_axes(x)
-        return lax.pcast(x, tuple(sorted(missing)), to="varying") if missing else x
-
-    return jax.tree.map(cast, tree, reference)
+    return jax.tree.map(lambda x, ref: vary_over(x, varying_axes(ref)), tree, reference)
 
 
 def vary_like(tree: Any, reference: jax.Array) -> Any:

@@ -283,3 +283,42 @@ def test_batch_step_uses_a_wrappers_own_step_not_a_forwarded_one():
     env = Doubling(wrap_for_training(Counter(terminate_at=3)))
     steps = _batch_rollout(envs.batch_step(env), env, 2, 4)
     np.testing.assert_array_equal(steps.reward[:, 0], [2.0, 4.0, 6.0, 2.0])
+
+
+class ConstantObservation(Counter):
+    """`Counter` whose steps show the same observation on every shard (it varies over no mesh axis)."""
+
+    def step(self, state, action):
+        state, ts = super().step(state, action)
+        return state, ts._replace(observation=jnp.zeros(2, jnp.float32))
+
+
+def test_step_batch_inside_shard_map_when_the_step_varies_over_fewer_axes_than_the_reset():
+    from jax.sharding import PartitionSpec as P
+
+    from podrl.mesh import data_mesh, local_devices
+    from envs.varying import vary_over
+    from podrl.parallel import DATA_AXIS, match_varying
+
+    env = wrap_for_training(ConstantObservation(terminate_at=3))
+    keys = jax.random.split(jax.random.key(0), 4)
+
+    def shard(keys):
+        state, _ = jax.vmap(env.reset)(keys)
+        state = vary_over(state, (DATA_AXIS,))  # as Anakin's env states, which enter the shard_map sharded
+        step = envs.batch_step(env)
+
+        def body(carry, _):
+            carry_out, ts = step(carry, jnp.zeros(keys.shape[0], jnp.int32))
+            return match_varying(carry_out, carry), ts
+
+        _, steps = jax.lax.scan(body, state, None, 5)
+        return steps.observation, steps.step_type
+
+    mapped = jax.jit(jax.shard_map(shard, mesh=data_mesh(local_devices(2)), in_specs=P(DATA_AXIS),
+                                   out_specs=P(None, DATA_AXIS)))
+    observation, step_type = mapped(keys)
+    state, _ = jax.vmap(env.reset)(keys)
+    _, expected = jax.lax.scan(lambda c, _: jax.vmap(env.step)(c, jnp.zeros(4, jnp.int32)), state, None, 5)
+    np.testing.assert_array_equal(step_type, expected.step_type)
+    np.testing.assert_array_equal(observation, expected.observation)  # zeros, and the reset's tags after step 3
