@@ -52,12 +52,7 @@ def vary_across_learners(tree: Any) -> Any:
     `mean_across_learners` is the only reduction. No-op for varying leaves.
     """
 
-    def cast(x):
-        if DATA_AXIS in varying_axes(x):
-            return x
-        return lax.pcast(x, DATA_AXIS, to="varying")
-
-    return jax.tree.map(cast, tree)
+    return vary_over(tree, (DATA_AXIS,))
 
 
 def match_varying(tree: Any, reference: Any) -> Any:

@@ -53,7 +53,8 @@ PROGRAM_TEXT = "train_call.hlo.txt"
 """What `--profile` writes beside the trace (Anakin): the compiled train call's optimized HLO,
 whose op names (`while.365`, `conditional.2`) are the names of the trace's XLA:CPU thunks."""
 
-_CONTROL = ("while", "conditional", "cond", "call")
+_CONTROL_OPCODES = ("while", "conditional", "call")
+_CONTROL = _CONTROL_OPCODES + ("cond",)  # thunk name stems of control flow (a conditional's thunk may be `cond.N`)
 _NOT_THUNKS = ("ThunkExecutor", "PjitFunction", "ThreadpoolListener", "end:")
 
 
@@ -99,6 +100,11 @@ def thunk_paths(hlo_text: str) -> dict[str, tuple[str, ...]]:
     A trace's thunks carry their instruction's name, so this charges every thunk to its
     loops exactly, whichever executor thread ran it."""
     owner, callers, _ = _parse_instructions(hlo_text)
+    return _enclosing(owner, callers)
+
+
+def _enclosing(owner: dict[str, str], callers: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    """`thunk_paths` from `_parse_instructions`'s first two maps."""
 
     def chain(name: str) -> tuple[str, ...]:
         out: list[str] = []
@@ -112,13 +118,9 @@ def thunk_paths(hlo_text: str) -> dict[str, tuple[str, ...]]:
     return {name: chain(name) for name in owner}
 
 
-def instruction_opcodes(hlo_text: str) -> dict[str, str]:
-    """`{instruction name: opcode}` (e.g. `psum_invariant.118` -> `all-reduce`)."""
-    return _parse_instructions(hlo_text)[2]
-
-
 def _parse_instructions(hlo_text: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
-    """(instruction -> its computation, computation -> the control op running it, instruction -> opcode)."""
+    """(instruction -> its computation, computation -> the control op running it, instruction -> opcode,
+    e.g. `psum_invariant.118` -> `all-reduce`)."""
     computation = None
     owner: dict[str, str] = {}
     callers: dict[str, str] = {}
@@ -137,7 +139,7 @@ def _parse_instructions(hlo_text: str) -> tuple[dict[str, str], dict[str, str], 
             continue
         name, opcode = m.group(1), _opcode(line[m.end():])
         owner[name], opcodes[name] = computation, opcode
-        if opcode in ("while", "conditional", "call"):
+        if opcode in _CONTROL_OPCODES:
             for c in called.finditer(line):
                 for target in ([c.group(1)] if c.group(1) else re.findall(r"%([\w.-]+)", c.group(2))):
                     callers[target] = name
@@ -220,8 +222,8 @@ def summarize_trace(trace_file: str, hlo_text: str | None = None, top: int = 12,
     profile few updates per call (`--updates-per-call`) to see whole calls.
     """
     labels = loop_labels(hlo_text) if hlo_text else {}
-    paths = thunk_paths(hlo_text) if hlo_text else {}
-    opcodes = instruction_opcodes(hlo_text) if hlo_text else {}
+    owner, callers, opcodes = _parse_instructions(hlo_text) if hlo_text else ({}, {}, {})
+    paths = _enclosing(owner, callers)
     with gzip.open(trace_file) as f:
         events = [e for e in json.load(f)["traceEvents"]
                   if e.get("ph") == "X" and not e["name"].startswith(("$",) + _NOT_THUNKS)]

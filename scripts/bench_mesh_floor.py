@@ -160,8 +160,7 @@ def analyse(latency: dict[int, dict[str, Any]], count: dict[str, Any],
             "steps_per_second": {str(d): sps[d] for d in (1, 2)},
             "ms_per_update": {str(d): ms_per_update[d] for d in (1, 2)},
             "collective_floor_ms_per_update": floor, "observed_gap_ms_per_update": gap,
-            "errors": [r["error"] for group in (latency[1], latency[2], count) for r in [group] if "error" in r]
-            + [r["error"] for d in (1, 2) for r in runs[d] if "error" in r]}
+            "errors": [r["error"] for r in (latency[1], latency[2], count, *runs[1], *runs[2]) if "error" in r]}
 
 
 def markdown(report: dict[str, Any], loads: list[float]) -> str:

@@ -4,9 +4,8 @@ Both run the same CartPole-v1 PPO (CleanRL / PureJaxRL settings: 64-64 tanh acto
 critic, 4 epochs x 4 minibatches, lr 2.5e-4 constant, clip 0.2, entropy 0.01, GAE 0.95,
 gamma 0.99, grad clip 0.5; the "8-8 MLP" row shrinks both sides' hidden layers to 8 units,
 to show how much of a step is the networks' matmuls) on the same devices, each in a fresh
-process, interleaved
-(peer, podrl, peer, podrl, ...) so a burst of load from elsewhere hits both; medians over
---repeats. Columns:
+process, interleaved (peer, podrl, peer, podrl, ...) so a burst of load from elsewhere hits
+both; medians over --repeats. Columns:
 
   run-only steps/s   env steps / seconds of the training call(s), compile and evaluation excluded
   compile s          podrl: its train program's compile; rejax: jit(train).lower().compile()
@@ -118,7 +117,7 @@ def run_child(spec_json: str) -> int:
     if spec.get("check_env"):
         emit_result({"observations": podrl_cartpole_steps(spec["states"], spec["actions"])})
         return 0
-    row = Row(**{**spec, "hidden": tuple(spec.get("hidden", (64, 64)))})
+    row = Row(**{**spec, "hidden": tuple(spec["hidden"])})  # the spec is `dataclasses.asdict(row)`: a list
     if os.environ.get("JAX_PLATFORMS", "cpu") == "cpu":
         configure_cpu_devices(row.devices)
     emit_result(measure_podrl(row))
