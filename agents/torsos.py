@@ -16,6 +16,8 @@ An agent config names its torso (`torso`, one of `TORSOS` in `agents.config_chec
 
 The CNN torsos are the papers' fixed architectures (ReLU; `hidden_sizes` and `activation`
 configure the `mlp` torso only). All layers use orthogonal init with gain sqrt(2), zero biases.
+Their convolutions are `agents.conv.Conv` (`flax.linen.Conv`'s parameters), whose gradient
+avoids XLA:CPU's slow convolution gradients inside the learners' loops (see `agents.conv`).
 
 Pixels: observations of dtype uint8 are cast to float32 and scaled to [0, 1] here, inside the
 network (they travel as uint8 everywhere else); bool (gymnax MinAtar) and other dtypes are cast
@@ -35,6 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.config_checks import PIXEL_TORSOS
+from agents.conv import Conv
 from podrl.errors import ConfigError
 
 Array = jax.Array
@@ -127,8 +130,8 @@ class MLPTorso(nn.Module):
         return mlp_layers(flatten_obs(x, self.obs_shape), self.hidden_sizes, self.activation, self.layer_norm)
 
 
-def _conv(features: int, kernel: int, stride: int = 1, padding: str = "VALID") -> nn.Conv:
-    return nn.Conv(features, (kernel, kernel), (stride, stride), padding=padding, kernel_init=_RELU_INIT)
+def _conv(features: int, kernel: int, stride: int = 1, padding: str = "VALID") -> Conv:
+    return Conv(features, kernel, stride, padding, kernel_init=_RELU_INIT)
 
 
 def _dense_out(x: Array, batch_shape: tuple[int, ...], size: int, layer_norm: bool = False) -> Array:

@@ -1,0 +1,119 @@
+"""Benchmark a learner's CNN gradient steps: XLA's convolution gradient vs `agents.conv.conv2d`'s.
+
+For each CNN torso (on the observations it is built for), `--steps` SGD steps on the sum of
+the torso's features, each on its own minibatch, run two ways:
+  scan      inside one `lax.scan` (a `while` loop), as every learner runs its minibatches;
+  unrolled  the same steps written out one after another (no loop).
+and with two convolutions: `xla` (`flax.linen.Conv`, XLA's own gradient) and `podrl`
+(`agents.conv.Conv`, the torsos' layer: XLA forward, gradient by patches on CPU). Prints ms
+per SGD step and compile seconds per row as a markdown table, and the JSON document with
+`--out`. Measured in this process, one row after another (medians of `--repeats` timed calls
+after one warm-up call); nothing is asserted.
+
+Usage:
+  python scripts/bench_conv_grad.py --out conv_grad.json
+  python scripts/bench_conv_grad.py --torsos minatar_cnn --steps 4 --repeats 1   # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from typing import Any
+from unittest import mock
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import flax.linen as nn  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+from agents import torsos  # noqa: E402
+from bench_common import finish, fmt, host_fields, new_parser  # noqa: E402
+
+# torso -> (observation shape, dtype, minibatch size): the shapes the presets train on.
+TORSOS: dict[str, tuple[tuple[int, ...], Any, int]] = {
+    "minatar_cnn": ((10, 10, 4), jnp.bool_, 512),
+    "nature_cnn": ((4, 84, 84), jnp.uint8, 64),
+    "impala_resnet": ((4, 84, 84), jnp.uint8, 32),
+}
+
+
+def _flax_conv(features: int, kernel: int, stride: int = 1, padding: str = "VALID") -> nn.Conv:
+    """`agents.torsos._conv`'s layer as `flax.linen.Conv` (same parameters, XLA's gradient)."""
+    return nn.Conv(features, (kernel, kernel), (stride, stride), padding=padding,
+                   kernel_init=nn.initializers.orthogonal(2 ** 0.5))
+
+
+def _sgd(torso: nn.Module, unrolled: bool):
+    def step(params, obs):
+        grads = jax.grad(lambda p: jnp.sum(torso.apply(p, obs)))(params)
+        return jax.tree.map(lambda p, g: p - 1e-4 * g, params, grads), ()
+
+    return jax.jit(lambda params, batches: jax.lax.scan(step, params, batches, unroll=unrolled)[0])
+
+
+def measure(name: str, conv: str, loop: str, steps: int, repeats: int) -> dict[str, Any]:
+    shape, dtype, batch = TORSOS[name]
+    layer = _flax_conv if conv == "xla" else torsos._conv
+    with mock.patch.object(torsos, "_conv", layer):
+        torso = torsos.make_torso(name, shape)
+        batches = jnp.zeros((steps, batch) + shape, dtype)
+        params = torso.init(jax.random.key(0), batches[0])
+        fn = _sgd(torso, unrolled=loop == "unrolled")
+        start = time.perf_counter()
+        compiled = fn.lower(params, batches).compile()
+        compile_s = time.perf_counter() - start
+    jax.block_until_ready(compiled(params, batches))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(compiled(params, batches))
+        times.append(time.perf_counter() - start)
+    ms = statistics.median(times) / steps * 1e3
+    return {"torso": name, "conv": conv, "loop": loop, "batch": batch, "steps": steps,
+            "ms_per_step": ms, "samples_per_s": batch / ms * 1e3, "compile_s": compile_s}
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: one line per row; podrl rows also give XLA's ms per step over theirs (same torso, loop)."""
+    xla_ms = {(r["torso"], r["loop"]): r["ms_per_step"] for r in rows if r["conv"] == "xla"}
+    lines = ["| torso | batch | loop | conv | ms per SGD step | samples/s | compile s | xla / podrl |",
+             "|---|---:|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        base = xla_ms.get((r["torso"], r["loop"])) if r["conv"] == "podrl" else None
+        speedup = f"{base / r['ms_per_step']:.1f}x" if base else ""
+        lines.append(f"| {r['torso']} | {r['batch']} | {r['loop']} | {r['conv']} | {fmt(r['ms_per_step'], '.1f')} "
+                     f"| {fmt(r['samples_per_s'], ',.0f')} | {fmt(r['compile_s'], '.1f')} | {speedup} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = new_parser(__doc__)
+    parser.add_argument("--torsos", nargs="+", choices=sorted(TORSOS), default=list(TORSOS))
+    parser.add_argument("--steps", type=int, default=8, help="SGD steps (minibatches) per call")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls per row (median)")
+    parser.add_argument("--out", default=None, help="write the JSON document here")
+    args = parser.parse_args(argv)
+    if args.steps < 1 or args.repeats < 1:
+        parser.error("--steps and --repeats must be positive")
+    start = time.perf_counter()
+    rows = []
+    for name in args.torsos:
+        for loop in ("scan", "unrolled"):
+            for conv in ("xla", "podrl"):
+                rows.append(measure(name, conv, loop, args.steps, args.repeats))
+                r = rows[-1]
+                print(f"{name} {loop} {conv}: {r['ms_per_step']:.1f} ms/step, compile {r['compile_s']:.1f} s",
+                      file=sys.stderr, flush=True)
+    wall = time.perf_counter() - start
+    return finish(rows, table(rows), wall, args.out, lambda: {
+        "benchmark": "conv_grad", **host_fields(jax.__version__), "steps": args.steps, "repeats": args.repeats,
+        "wall_seconds": wall, "load_average_at_end": list(os.getloadavg()), "rows": rows})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
