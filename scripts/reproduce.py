@@ -51,7 +51,7 @@ class EnvResult(NamedTuple):
     env: str
     seeds: int
     steps: int
-    final_return: list[float]  # per seed: mean episode return over the last FINAL_FRACTION of records
+    final_return: list[float]  # per seed: mean episode return over the last FINAL_FRACTION of its records with one
     eval_return: list[float]  # per seed: the last greedy evaluation (nan if none)
     wall_s: float  # all of this env's runs, process start to exit (compile included)
     sps: float  # median logged SPS
@@ -155,13 +155,20 @@ def merge_seed_runs(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 def summarize(env: str, records: list[dict[str, Any]], seeds: int, wall_s: float, commands: list[str]) -> EnvResult:
     """The table row of one env from its (merged) records."""
-    returns = [row for row in per_seed(records, "episode_return") if row]
-    tail = returns[-max(1, int(len(returns) * FINAL_FRACTION)):]
-    final = [sum(row[s] for row in tail) / len(tail) for s in range(len(tail[0]))] if tail else []
+    # A record where a seed ended no episode (e.g. the last, partial call of a run with long
+    # episodes) logs no return for it: each seed's final return is over its own logged returns.
+    rows = [row for row in per_seed(records, "episode_return") if row]
+    final = [_tail_mean([row[s] for row in rows if math.isfinite(row[s])]) for s in range(len(rows[0]))] if rows else []
     evals = [row for row in per_seed(records, "eval_return") if row and any(math.isfinite(v) for v in row)]
     sps = sorted(float(r["sps"]) for r in records if isinstance(r.get("sps"), (int, float)))
     return EnvResult(env, seeds, int(records[-1]["step"]), final, evals[-1] if evals else [math.nan] * seeds,
                      wall_s, sps[len(sps) // 2] if sps else math.nan, commands)
+
+
+def _tail_mean(values: list[float]) -> float:
+    """The mean of the last FINAL_FRACTION of `values` (at least one); nan for none."""
+    tail = values[-max(1, int(len(values) * FINAL_FRACTION)):]
+    return sum(tail) / len(tail) if tail else math.nan
 
 
 def spread(values: list[float]) -> str:
@@ -202,7 +209,7 @@ def report(preset: presets.Preset, results: list[EnvResult], argv: list[str], wh
         f"Hyperparameters: {preset.source}.", "",
         f"Made by `python scripts/reproduce.py {shlex.join(argv)}` on {datetime.date.today().isoformat()}.", "",
         f"Machine: {where}.", "",
-        f"Final return: the mean episode return over the last {FINAL_FRACTION:.0%} of the logged records, per seed; "
+        f"Final return: the mean episode return over the last {FINAL_FRACTION:.0%} of the records that logged one, per seed; "
         "the table gives the mean over seeds and [min, max]. Greedy eval: the last evaluation of the greedy "
         "policy. Wall time counts process start to exit, compile included.", "",
         "| env | seeds | env steps | final return | greedy eval | published | wall time | SPS |",

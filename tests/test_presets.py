@@ -121,6 +121,17 @@ def test_merging_one_seed_runs_keeps_each_seed():
     assert math.isnan(merged[0]["eval_return"])
 
 
+def test_final_return_skips_records_where_no_episode_ended():
+    """Freeway-MinAtar's 2,500-step episodes: the run's last, partial call ends none, and its
+    record logs no return; the final return is over the records that have one."""
+    records = [{"step": s, "sps": 1.0, "episode_return_per_seed": [float(s), float(s) + 1]} for s in range(1, 20)]
+    records.append({"step": 20, "sps": 1.0, "episode_return_per_seed": [None, None], "eval_return_per_seed": [7, 8]})
+    records[-2]["episode_return_per_seed"] = [None, 4.0]  # one seed ended no episode in that call
+    result = reproduce.summarize("E", records, 2, 1.0, [])
+    assert result.final_return == [18.0, 4.0]  # the last 10% of the 19 records with a return: only the 19th
+    assert result.eval_return == [7.0, 8.0]
+
+
 def test_agent_flags_without_a_subcommand_select_the_preset_agent():
     from cli_common import with_agent_subcommand
 
