@@ -1,5 +1,6 @@
 """IMPALA: config validation, the V-trace loss, sharded updates, and learning CartPole via Anakin."""
 
+import dataclasses
 import math
 
 import jax
@@ -34,7 +35,7 @@ SPECS = pytest.mark.parametrize("spec", [DISCRETE, CONTINUOUS], ids=["discrete",
     ("gamma", 1.5), ("vtrace_lambda", -0.1), ("clip_rho", 0.0), ("clip_c", -1.0),
     ("clip_pg_rho", math.nan), ("value_coef", -1.0), ("entropy_coef", -0.01), ("max_grad_norm", 0.0),
     ("hidden_sizes", (64, 0)), ("activation", "sigmoid"), ("reward_scale", 0.0), ("num_minibatches", 0),
-    ("num_minibatches", 2.0),
+    ("num_minibatches", 2.0), ("loss_reduction", "max"),
 ])
 def test_invalid_fields_are_named(field, value):
     with pytest.raises(ConfigError, match=f"^{field}:") as info:
@@ -82,6 +83,24 @@ def _setup(spec, **overrides):
     state = agent.init(jax.random.key(0), spec)
     network = make_network(spec, config.hidden_sizes, config.activation)
     return config, agent, state, network
+
+
+def test_summed_loss_is_the_mean_times_the_steps_and_keeps_mean_metrics():
+    """`loss_reduction="sum"` (the paper's and Cleanba's, for RMSProp eps 0.01 and clip 40): the loss and
+    its gradient are `T * B` times the mean's; the logged metrics are the same means."""
+    config, agent, state, network = _setup(DISCRETE)
+    batch = _trajectory(agent, state.params, 6, log_prob_noise=0.5)
+    steps = batch.reward.size
+    results = [jax.jit(jax.value_and_grad(make_loss_fn(dataclasses.replace(config, loss_reduction=r), network),
+                                          has_aux=True))(state.params, batch, jax.random.key(0))
+               for r in ("mean", "sum")]
+    ((mean_loss, mean_metrics), mean_grads), ((sum_loss, sum_metrics), sum_grads) = results
+    assert steps > 1 and float(sum_loss) == pytest.approx(steps * float(mean_loss), rel=1e-5)
+    for m, s in zip(jax.tree.leaves(mean_grads), jax.tree.leaves(sum_grads)):
+        np.testing.assert_allclose(s, steps * m, rtol=1e-4, atol=1e-6)
+    assert sum_metrics.keys() == mean_metrics.keys()
+    for name in mean_metrics:
+        assert float(sum_metrics[name]) == pytest.approx(float(mean_metrics[name]), rel=1e-6), name
 
 
 @SPECS

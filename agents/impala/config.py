@@ -8,7 +8,7 @@ moves the critic's output by about `learning_rate` per step, so unscaled
 CartPole returns (~100) are fitted too slowly and the baseline gradient
 dominates the norm clip (2/5 seeds solved at 1.0). The paper's Atari settings
 are RMSProp (decay 0.99, eps 0.01), entropy 0.01, baseline cost 0.5, grad clip
-40 on summed losses and rewards clipped to [-1, 1].
+40 on summed losses (`loss_reduction="sum"`) and rewards clipped to [-1, 1].
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 OPTIMIZERS = ("adam", "rmsprop")
 """Names accepted by `ImpalaConfig.optimizer`."""
+
+LOSS_REDUCTIONS = ("mean", "sum")
+"""Names accepted by `ImpalaConfig.loss_reduction`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +64,10 @@ class ImpalaConfig(RewardClipConfig, NetworkConfig):
     """Rewards are multiplied by this before V-trace (keeps value targets O(10) for +1-per-step envs)."""
     num_minibatches: int = 1
     """SGD steps per update: the shard's envs are split into this many groups of whole sequences."""
+    loss_reduction: str = "mean"
+    """mean, or sum: the loss summed over the minibatch's T x B steps, as in the IMPALA paper and
+    Cleanba, whose RMSProp eps 0.01 and grad clip 40 assume it (with a mean, eps swamps the tiny
+    gradients and the policy barely moves)."""
 
     SWEEPABLE: ClassVar[dict[str, tuple[float, float]]] = {
         "learning_rate": (0.0, math.inf), "entropy_coef": (0.0, math.inf), "value_coef": (0.0, math.inf),
@@ -86,6 +93,8 @@ class ImpalaConfig(RewardClipConfig, NetworkConfig):
         require_number(self, "value_coef", low=0.0)
         require_number(self, "entropy_coef", low=0.0)
         require_int(self, "num_minibatches")
+        if self.loss_reduction not in LOSS_REDUCTIONS:
+            raise ConfigError("loss_reduction", f"must be one of {LOSS_REDUCTIONS}, got {self.loss_reduction!r}")
         check_network_fields(self)
         check_reward_clip(self)
 

@@ -35,7 +35,8 @@ def make_loss_fn(config: ImpalaConfig, network: ActorCritic) -> LossFn:
       loss         = policy_loss + value_coef * value_loss - entropy_coef * mean(entropy)
 
     with `lax.stop_gradient` on vs, A (and everything they are built from), so
-    gradients flow only through log pi and V(x_t). Means are over `T * B`.
+    gradients flow only through log pi and V(x_t). Means are over `T * B`; with
+    `loss_reduction="sum"` the loss is `T * B` times this (the sums), the metrics stay means.
     clip(r_t) clips to [-reward_clip, reward_clip] when `reward_clip` is set (`learner_rewards`).
     Metrics (scalars): policy_loss, value_loss, entropy, mean_rho, approx_kl
     (mean((rho - 1) - log rho)), and the share of steps whose ratio exceeds each
@@ -62,6 +63,8 @@ def make_loss_fn(config: ImpalaConfig, network: ActorCritic) -> LossFn:
         value_loss = 0.5 * jnp.mean(jnp.square(vs - value))
         entropy = jnp.mean(dist.entropy(dist_params))
         loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
+        if config.loss_reduction == "sum":
+            loss = loss * pg_advantage.size  # the sums over the T x B steps; the metrics stay means
         fraction = lambda mask: jnp.mean(mask.astype(jnp.float32))  # noqa: E731
         metrics = {
             "policy_loss": policy_loss,
