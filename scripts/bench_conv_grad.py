@@ -44,8 +44,7 @@ TORSOS: dict[str, tuple[tuple[int, ...], Any, int]] = {
 
 def _flax_conv(features: int, kernel: int, stride: int = 1, padding: str = "VALID") -> nn.Conv:
     """`agents.torsos._conv`'s layer as `flax.linen.Conv` (same parameters, XLA's gradient)."""
-    return nn.Conv(features, (kernel, kernel), (stride, stride), padding=padding,
-                   kernel_init=nn.initializers.orthogonal(2 ** 0.5))
+    return nn.Conv(features, (kernel, kernel), (stride, stride), padding=padding, kernel_init=torsos._RELU_INIT)
 
 
 def _sgd(torso: nn.Module, unrolled: bool):

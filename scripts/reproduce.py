@@ -209,8 +209,8 @@ def report(preset: presets.Preset, results: list[EnvResult], argv: list[str], wh
         f"Hyperparameters: {preset.source}.", "",
         f"Made by `python scripts/reproduce.py {shlex.join(argv)}` on {datetime.date.today().isoformat()}.", "",
         f"Machine: {where}.", "",
-        f"Final return: the mean episode return over the last {FINAL_FRACTION:.0%} of the records that logged one, per seed; "
-        "the table gives the mean over seeds and [min, max]. Greedy eval: the last evaluation of the greedy "
+        f"Final return: the mean episode return over the last {FINAL_FRACTION:.0%} of the records that logged one, "
+        "per seed; the table gives the mean over seeds and [min, max]. Greedy eval: the last evaluation of the greedy "
         "policy. Wall time counts process start to exit, compile included.", "",
         "| env | seeds | env steps | final return | greedy eval | published | wall time | SPS |",
         "|---|---:|---:|---|---|---:|---:|---:|",
