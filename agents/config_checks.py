@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from podrl.errors import ConfigError, is_int, require_number
+from podrl.errors import ConfigError, is_int, require_bool, require_choice, require_number
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
 """Names accepted by an agent config's `activation` (functions in `jax.nn`, see `agents.torsos`)."""
@@ -54,8 +54,7 @@ def check_network_fields(config: NetworkConfig) -> None:
     check_torso_fields(config)
     if config.shared_torso is not None and not isinstance(config.shared_torso, bool):
         raise ConfigError("shared_torso", f"must be True, False or None, got {config.shared_torso!r}")
-    if config.core not in CORES:
-        raise ConfigError("core", f"must be one of {CORES}, got {config.core!r}")
+    require_choice(config, "core", CORES)
     if not is_int(config.core_size) or config.core_size <= 0:
         raise ConfigError("core_size", f"must be a positive integer, got {config.core_size!r}")
     if config.core != "none" and config.shared_torso is False:
@@ -72,10 +71,8 @@ def check_torso_fields(config) -> None:
     if not isinstance(sizes, (tuple, list)) or not all(is_int(s) and s > 0 for s in sizes):
         raise ConfigError("hidden_sizes", f"must be a tuple of positive ints, got {sizes!r}")
     object.__setattr__(config, "hidden_sizes", tuple(sizes))
-    if config.activation not in ACTIVATIONS:
-        raise ConfigError("activation", f"must be one of {ACTIVATIONS}, got {config.activation!r}")
-    if config.torso not in TORSOS:
-        raise ConfigError("torso", f"must be one of {TORSOS}, got {config.torso!r}")
+    require_choice(config, "activation", ACTIVATIONS)
+    require_choice(config, "torso", TORSOS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,8 +93,7 @@ class QNetworkConfig:
 def check_q_network_fields(config: QNetworkConfig) -> None:
     """`check_torso_fields`, then ConfigError("layer_norm") unless it is True or False."""
     check_torso_fields(config)
-    if not isinstance(config.layer_norm, bool):
-        raise ConfigError("layer_norm", f"must be True or False, got {config.layer_norm!r}")
+    require_bool(config, "layer_norm")
 
 
 @dataclasses.dataclass(frozen=True)

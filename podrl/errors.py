@@ -54,6 +54,22 @@ def require_number(config: object, name: str, low: float, high: float = math.inf
         raise ConfigError(name, f"must be a finite number in {lower}{low}, {high}{upper}, got {value!r}")
 
 
+def require_choice(config: object, name: str, choices: Any) -> None:
+    """Raises ConfigError unless `config.<name>` is one of `choices` (a tuple, set or mapping)."""
+    value = getattr(config, name)
+    if value not in choices:
+        listed = tuple(choices) if isinstance(choices, (tuple, list)) else tuple(sorted(choices))
+        raise ConfigError(name, f"must be one of {listed}, got {value!r}")
+
+
+def require_bool(config: object, *fields: str) -> None:
+    """Raises ConfigError for the first of `fields` that is not True or False."""
+    for name in fields:
+        value = getattr(config, name)
+        if not isinstance(value, bool):
+            raise ConfigError(name, f"must be True or False, got {value!r}")
+
+
 class NonFiniteError(FloatingPointError):
     """A loss or metric became NaN/Inf; training stopped."""
 

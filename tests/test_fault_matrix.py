@@ -25,8 +25,10 @@ import pytest
 from dm_env import specs
 
 import envs
+from agents.dqn import DQNConfig
 from agents.impala import ImpalaConfig
 from agents.ppo import PPOConfig
+from agents.pqn import PQNConfig
 from envs.adapters.jax_host import JaxHostVectorEnv
 from envs.adapters.specs import EnvSpecMismatchError, check_host_env
 from podrl.anakin import train_anakin
@@ -393,6 +395,13 @@ INVALID_CONFIGS = [
     (lambda: PPOConfig(activation="sigmoid"), "activation"),
     (lambda: PPOConfig(hidden_sizes=(64, 0)), "hidden_sizes"),
     (lambda: PPOConfig(anneal_lr="yes"), "anneal_lr"),
+    (lambda: PPOConfig(clip_value_loss=1), "clip_value_loss"),
+    (lambda: PPOConfig(torso="resnet50"), "torso"),
+    (lambda: PPOConfig(core="rnn"), "core"),
+    (lambda: ImpalaConfig(loss_reduction="max"), "loss_reduction"),
+    (lambda: DQNConfig(double_dqn="true"), "double_dqn"),
+    (lambda: DQNConfig(loss="l1"), "loss"),
+    (lambda: PQNConfig(layer_norm=None), "layer_norm"),
     (lambda: ImpalaConfig(optimizer="sgd"), "optimizer"),
     (lambda: ImpalaConfig(clip_rho=0.0), "clip_rho"),
     (lambda: ImpalaConfig(vtrace_lambda=2.0), "vtrace_lambda"),
@@ -414,6 +423,15 @@ def test_invalid_config_names_its_field(make, field):
         make()
     assert info.value.field == field
     assert str(info.value).startswith(f"{field}: ")
+
+
+def test_choice_and_bool_errors_list_what_is_allowed():
+    with pytest.raises(ConfigError, match=r"^loss: must be one of \('huber', 'mse'\), got 'l1'$"):
+        DQNConfig(loss="l1")
+    with pytest.raises(ConfigError, match=r"^vectorization: must be one of \('sync', 'async'\), got 'fork'$"):
+        SebulbaConfig(vectorization="fork")
+    with pytest.raises(ConfigError, match=r"^double_dqn: must be True or False, got 'true'$"):
+        DQNConfig(double_dqn="true")
 
 
 # ---------------------------------------------------------------- a failing run keeps the learner's work

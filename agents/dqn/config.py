@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from agents.config_checks import EpsilonConfig, QNetworkConfig, check_epsilon_fields, check_q_network_fields
 from agents.reward_clip import RewardClipConfig, check_reward_clip
-from podrl.errors import ConfigError, require_int, require_number
+from podrl.errors import ConfigError, require_bool, require_choice, require_int, require_number
 
 if TYPE_CHECKING:
     from envs.types import EnvSpec
@@ -78,11 +78,8 @@ class DQNConfig(RewardClipConfig, EpsilonConfig, QNetworkConfig):
         require_number(self, "gamma", low=0.0, high=1.0)
         require_number(self, "target_tau", low=0.0, high=1.0, low_open=True)
         require_number(self, "reward_scale", low=0.0, low_open=True)
-        for name in ("double_dqn", "anneal_lr"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(name, f"must be True or False, got {getattr(self, name)!r}")
-        if self.loss not in LOSSES:
-            raise ConfigError("loss", f"must be one of {LOSSES}, got {self.loss!r}")
+        require_bool(self, "double_dqn", "anneal_lr")
+        require_choice(self, "loss", LOSSES)
         if self.min_fill > self.buffer_size:
             raise ConfigError("min_fill", f"{self.min_fill} exceeds buffer_size {self.buffer_size}: "
                               "learning would never start")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from agents.config_checks import NetworkConfig, check_network_fields
 from agents.reward_clip import RewardClipConfig, check_reward_clip
-from podrl.errors import ConfigError, require_int, require_number
+from podrl.errors import ConfigError, require_bool, require_choice, require_int, require_number
 
 if TYPE_CHECKING:
     from envs.types import EnvSpec
@@ -81,10 +81,8 @@ class ImpalaConfig(RewardClipConfig, NetworkConfig):
 
     def __post_init__(self) -> None:
         require_number(self, "learning_rate", low=0.0, low_open=True)
-        if not isinstance(self.anneal_lr, bool):
-            raise ConfigError("anneal_lr", f"must be True or False, got {self.anneal_lr!r}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ConfigError("optimizer", f"must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        require_bool(self, "anneal_lr")
+        require_choice(self, "optimizer", OPTIMIZERS)
         require_number(self, "optimizer_eps", low=0.0, low_open=True)
         require_number(self, "gamma", low=0.0, high=1.0)
         require_number(self, "vtrace_lambda", low=0.0, high=1.0)
@@ -93,8 +91,7 @@ class ImpalaConfig(RewardClipConfig, NetworkConfig):
         require_number(self, "value_coef", low=0.0)
         require_number(self, "entropy_coef", low=0.0)
         require_int(self, "num_minibatches")
-        if self.loss_reduction not in LOSS_REDUCTIONS:
-            raise ConfigError("loss_reduction", f"must be one of {LOSS_REDUCTIONS}, got {self.loss_reduction!r}")
+        require_choice(self, "loss_reduction", LOSS_REDUCTIONS)
         check_network_fields(self)
         check_reward_clip(self)
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from agents.config_checks import NetworkConfig, check_network_fields
 from agents.reward_clip import RewardClipConfig, check_reward_clip
-from podrl.errors import ConfigError, require_int, require_number
+from podrl.errors import ConfigError, require_bool, require_int, require_number
 
 if TYPE_CHECKING:
     from envs.types import EnvSpec
@@ -80,9 +80,7 @@ class PPOConfig(RewardClipConfig, NetworkConfig):
         require_number(self, "reward_scale", low=0.0, low_open=True)
         require_number(self, "adam_eps", low=0.0, low_open=True)
         require_int(self, "num_epochs", "num_minibatches")
-        for name in ("anneal_lr", "clip_value_loss", "normalize_advantages"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(name, f"must be True or False, got {getattr(self, name)!r}")
+        require_bool(self, "anneal_lr", "clip_value_loss", "normalize_advantages")
         check_network_fields(self)
         check_reward_clip(self)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from agents.config_checks import EpsilonConfig, QNetworkConfig, check_epsilon_fields, check_q_network_fields
 from agents.reward_clip import RewardClipConfig, check_reward_clip
-from podrl.errors import ConfigError, require_int, require_number
+from podrl.errors import ConfigError, require_bool, require_int, require_number
 
 if TYPE_CHECKING:
     from envs.types import EnvSpec
@@ -60,8 +60,7 @@ class PQNConfig(RewardClipConfig, EpsilonConfig, QNetworkConfig):
         require_number(self, "reward_scale", low=0.0, low_open=True)
         require_number(self, "adam_eps", low=0.0, low_open=True)
         require_int(self, "num_epochs", "num_minibatches")
-        if not isinstance(self.anneal_lr, bool):
-            raise ConfigError("anneal_lr", f"must be True or False, got {self.anneal_lr!r}")
+        require_bool(self, "anneal_lr")
         check_q_network_fields(self)
         check_epsilon_fields(self)
         check_reward_clip(self)

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any, ClassVar
 
 from podrl.config import RunConfig
-from podrl.errors import ConfigError, is_int, require_int, require_number
+from podrl.errors import ConfigError, is_int, require_choice, require_int, require_number
 from podrl.types import AgentConfig
 
 
@@ -55,8 +55,7 @@ class SebulbaConfig(RunConfig):
             _check_indices("learner_devices", self.learner_devices, allow_empty=False)
         if self.lag != "async" and not (self.lag.isdigit() and int(self.lag) >= 0):
             raise ConfigError("lag", f"must be a non-negative integer ('0', '1', ...) or 'async', got {self.lag!r}")
-        if self.vectorization not in ("sync", "async"):
-            raise ConfigError("vectorization", f"must be 'sync' or 'async', got {self.vectorization!r}")
+        require_choice(self, "vectorization", ("sync", "async"))
         super().__post_init__()
         options = self.env_options  # checks the key=value syntax
         if self.env.startswith("ale:"):  # Atari options are known without building the env
