@@ -75,12 +75,14 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset(
         "minatar-impala", "anakin", "impala",
         "IMPALA (V-trace) with the MinAtar CNN on a gymnax MinAtar game, 64 envs x 20 steps, 1e7 steps.",
-        "Cleanba IMPALA (Huang et al. 2023: lr 6e-4 annealed, RMSProp eps 0.01, entropy 0.01, grad norm 40 "
+        "Cleanba IMPALA (Huang et al. 2023: lr 6e-4 annealed, PyTorch-style RMSProp eps 0.01, entropy 0.01, "
+        "grad norm 40 "
         "on summed losses, 20-step unrolls) with the Young & Tian (2019) MinAtar network; anchors are gymnax's "
         "PPO figures (no published IMPALA MinAtar return)",
         {"env": "gymnax:Breakout-MinAtar", "num_envs": 64, "rollout_length": 20, "total_steps": 10_000_000,
          "updates_per_call": 64, "eval_every": 8, "eval_max_steps": 2_500},
         {"learning_rate": 6e-4, "anneal_lr": True, "optimizer": "rmsprop", "optimizer_eps": 0.01,
+         "rmsprop_eps_in_sqrt": False,
          "gamma": 0.99, "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 40.0, "reward_scale": 1.0,
          "num_minibatches": 4, "torso": "minatar_cnn", "loss_reduction": "sum"},
         _MINATAR_ANCHORS,
@@ -101,12 +103,14 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset(
         "atari-impala", "sebulba", "impala",
         "IMPALA with the IMPALA ResNet on an Atari game (default Pong), Machado protocol, 2 x 32 envs x 20 steps.",
-        "Cleanba cleanba_impala.py (Huang et al. 2023): lr 6e-4 annealed, RMSProp eps 0.01, entropy 0.01, "
+        "Cleanba cleanba_impala.py (Huang et al. 2023): lr 6e-4 annealed, PyTorch-style RMSProp (eps 0.01 outside "
+        "the sqrt), entropy 0.01, "
         "grad norm 40 on losses summed over the batch, 20-step unrolls, rewards clipped to [-1, 1], "
         "sticky actions 0.25 (Machado et al. 2018)",
         {"env": "ale:Pong", "threads_per_actor_device": 2, "envs_per_thread": 32, "rollout_length": 20,
          "lag": "1", "total_steps": 50_000_000, "env_kwargs": ("protocol=machado",)},
         {"learning_rate": 6e-4, "anneal_lr": True, "optimizer": "rmsprop", "optimizer_eps": 0.01,
+         "rmsprop_eps_in_sqrt": False,
          "gamma": 0.99, "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 40.0, "reward_scale": 1.0,
          "reward_clip": 1.0, "num_minibatches": 4, "torso": "impala_resnet", "loss_reduction": "sum"},
     ),

@@ -37,7 +37,7 @@ def make_optimizer(config: ImpalaConfig, total_updates: int,
     if config.optimizer == "adam":
         base = optax.adam(schedule, eps=config.optimizer_eps)
     else:
-        base = optax.rmsprop(schedule, decay=0.99, eps=config.optimizer_eps)
+        base = optax.rmsprop(schedule, decay=0.99, eps=config.optimizer_eps, eps_in_sqrt=config.rmsprop_eps_in_sqrt)
     return clipped_flat_optimizer(config.max_grad_norm, base, num_params), schedule
 
 

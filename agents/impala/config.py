@@ -44,6 +44,10 @@ class ImpalaConfig(RewardClipConfig, NetworkConfig):
     """Optimizer: adam, or rmsprop (decay 0.99, no momentum, as in the paper)."""
     optimizer_eps: float = 1e-5
     """Epsilon of Adam / RMSProp (the paper's RMSProp uses 0.01)."""
+    rmsprop_eps_in_sqrt: bool = True
+    """RMSProp only: True divides by sqrt(nu + eps) (TensorFlow, optax, the IMPALA paper's code);
+    False by sqrt(nu) + eps (PyTorch, TorchBeast, Cleanba). With eps 0.01 they differ a lot: a
+    gradient of 0.01 moves a parameter ~0.1 lr inside the sqrt and ~0.5 lr outside it."""
     gamma: float = 0.99
     """Discount factor, in [0, 1]."""
     vtrace_lambda: float = 1.0
@@ -76,13 +80,17 @@ class ImpalaConfig(RewardClipConfig, NetworkConfig):
     """Fields a population may sweep (`podrl.population`): {field: (low, high)}; update reads them as arrays."""
     SHAPE_FIELDS: ClassVar[tuple[str, ...]] = (
         "hidden_sizes", "torso", "shared_torso", "activation", "core", "core_size", "num_minibatches", "optimizer",
+        "rmsprop_eps_in_sqrt",
     )
     """Fields that change the compiled program's shapes or structure: a sweep refuses them."""
 
     def __post_init__(self) -> None:
         require_number(self, "learning_rate", low=0.0, low_open=True)
-        require_bool(self, "anneal_lr")
+        require_bool(self, "anneal_lr", "rmsprop_eps_in_sqrt")
         require_choice(self, "optimizer", OPTIMIZERS)
+        if self.optimizer != "rmsprop" and not self.rmsprop_eps_in_sqrt:
+            raise ConfigError("rmsprop_eps_in_sqrt", f"False applies to optimizer='rmsprop' only, got "
+                              f"optimizer={self.optimizer!r} (Adam's eps is always outside the sqrt)")
         require_number(self, "optimizer_eps", low=0.0, low_open=True)
         require_number(self, "gamma", low=0.0, high=1.0)
         require_number(self, "vtrace_lambda", low=0.0, high=1.0)
