@@ -12,7 +12,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from agents.impala import ImpalaConfig, make_loss_fn
-from agents.impala.agent import _minibatches
+from agents.impala.agent import _minibatches, make_optimizer
 from agents.networks import make_network
 from envs.types import EnvSpec
 from podrl.anakin import train_anakin
@@ -35,7 +35,8 @@ SPECS = pytest.mark.parametrize("spec", [DISCRETE, CONTINUOUS], ids=["discrete",
     ("gamma", 1.5), ("vtrace_lambda", -0.1), ("clip_rho", 0.0), ("clip_c", -1.0),
     ("clip_pg_rho", math.nan), ("value_coef", -1.0), ("entropy_coef", -0.01), ("max_grad_norm", 0.0),
     ("hidden_sizes", (64, 0)), ("activation", "sigmoid"), ("reward_scale", 0.0), ("num_minibatches", 0),
-    ("num_minibatches", 2.0), ("loss_reduction", "max"),
+    ("num_minibatches", 2.0), ("loss_reduction", "max"), ("rmsprop_eps_in_sqrt", 0),
+    ("rmsprop_eps_in_sqrt", False),  # with the default optimizer, adam
 ])
 def test_invalid_fields_are_named(field, value):
     with pytest.raises(ConfigError, match=f"^{field}:") as info:
@@ -59,6 +60,23 @@ def test_check_batch_splits_along_envs_only():
     run.check_layout(2, config)  # 8 envs per shard
     with pytest.raises(ConfigError, match="^num_minibatches:"):
         run.check_layout(8, config)  # 2 envs per shard
+
+
+@pytest.mark.parametrize("in_sqrt", [True, False])
+def test_rmsprop_puts_eps_where_the_config_says(in_sqrt):
+    """Two RMSProp steps (decay 0.99, eps 0.01) on gradients of 0.001 ... 10, checked against the two
+    update rules written out: -lr g / sqrt(nu + eps) (TensorFlow) or -lr g / (sqrt(nu) + eps) (PyTorch)."""
+    config = ImpalaConfig(optimizer="rmsprop", optimizer_eps=0.01, rmsprop_eps_in_sqrt=in_sqrt, anneal_lr=False,
+                          learning_rate=0.5, max_grad_norm=1e6)
+    optimizer, _ = make_optimizer(config, total_updates=10)
+    params = {"w": jnp.zeros(4)}
+    grads = [{"w": jnp.array([1e-3, 1e-2, 1.0, 10.0])}, {"w": jnp.array([-2e-3, 3e-2, 0.5, -10.0])}]
+    state, nu = optimizer.init(params), np.zeros(4)
+    for g in grads:
+        updates, state = optimizer.update(g, state, params)
+        nu = 0.99 * nu + 0.01 * np.asarray(g["w"]) ** 2
+        denominator = np.sqrt(nu + 0.01) if in_sqrt else np.sqrt(nu) + 0.01
+        np.testing.assert_allclose(updates["w"], -0.5 * np.asarray(g["w"]) / denominator, rtol=1e-5)
 
 
 # ------------------------------------------------------------------------ loss

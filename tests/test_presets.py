@@ -67,6 +67,8 @@ def test_an_impala_preset_selects_impala_and_takes_impala_only_flags():
     # (a mean left minatar-impala's Breakout greedy return at 0.3 after 327k steps; summed: 3.0)
     assert args.agent.loss_reduction == "sum"
     assert parse("sebulba", "--preset", "atari-impala").agent.loss_reduction == "sum"
+    assert args.agent.rmsprop_eps_in_sqrt is False  # Cleanba's PyTorch-style RMSProp
+    assert parse("sebulba", "--preset", "atari-impala").agent.rmsprop_eps_in_sqrt is False
 
 
 def test_presets_are_listed_by_help():
