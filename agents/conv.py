@@ -12,14 +12,15 @@ the same steps unrolled:
 
 In the compiled HLO the forward convolutions are canonical (`b01f_01io->b01f`) in both, while
 inside the loop the gradient ones keep JAX's transposed dimension labels (`f01b_i01o->01bf`,
-`b01f_01oi->b01f`) and run through a naive loop emitter. `conv2d` keeps XLA's convolution for
-the forward pass (fast everywhere) and, on CPU, differentiates an equivalent formulation instead: the
-`kh * kw` strided slices of the input concatenated into patches `[N, Ho, Wo, kh * kw * C]`,
-times the kernel reshaped to `[kh * kw * C, O]`. Its gradient is two matrix products and the
-slices' transposes (pads and adds), which XLA runs at full speed in or out of a loop. The
-values are the same convolution (to float32 rounding; tested). On GPU and TPU, where XLA's
-convolution gradients are library calls, the gradient is XLA's own (`lax.platform_dependent`,
-resolved when the program is lowered).
+`b01f_01oi->b01f`) and run through a naive loop emitter. `conv2d` keeps XLA's convolution where
+nothing differentiates it (an actor's inference) and, on CPU, differentiates an equivalent
+formulation instead: the `kh * kw` strided slices of the input concatenated into patches
+`[N, Ho, Wo, kh * kw * C]`, times the kernel reshaped to `[kh * kw * C, O]`. Under a gradient the
+forward output is those patches' product too, so XLA builds the patches once for both passes; the
+gradient is two matrix products and the slices' transposes (pads and adds), which XLA runs at full
+speed in or out of a loop. The values are the same convolution (to float32 rounding; tested).
+On GPU and TPU, where XLA's convolutions and their gradients are library calls, both passes are
+XLA's own (`lax.platform_dependent`, resolved when the program is lowered).
 """
 
 from __future__ import annotations
@@ -70,14 +71,18 @@ def _xla_conv(x: Array, kernel: Array, stride: int, padding: str) -> Array:
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
 def conv2d(x: Array, kernel: Array, stride: int = 1, padding: str = "VALID") -> Array:
     """`x [N, H, W, C]` * `kernel [kh, kw, C, O]` -> `[N, Ho, Wo, O]` (square `stride`, "VALID" or
-    "SAME" `padding`): XLA's convolution forward; backward `conv_by_patches`'s gradient on CPU,
-    XLA's on other platforms."""
+    "SAME" `padding`): XLA's convolution when not differentiated; under a gradient, on CPU,
+    `conv_by_patches` forward and backward, on other platforms XLA's for both."""
     _check(kernel, stride, padding)
     return _xla_conv(x, kernel, stride, padding)
 
 
 def _conv2d_fwd(x: Array, kernel: Array, stride: int, padding: str):
-    return conv2d(x, kernel, stride, padding), (x, kernel)
+    """The output as patches on CPU (the backward pass builds the same patches, and XLA computes them
+    once), XLA's convolution elsewhere; residuals `(x, kernel)`."""
+    out = jax.lax.platform_dependent(x, kernel, cpu=functools.partial(conv_by_patches, stride=stride, padding=padding),
+                                     default=functools.partial(_xla_conv, stride=stride, padding=padding))
+    return out, (x, kernel)
 
 
 def _vjp_by(conv: Callable[..., Array], stride: int, padding: str) -> Callable[..., tuple[Array, Array]]:

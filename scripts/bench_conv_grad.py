@@ -5,8 +5,8 @@ the torso's features, each on its own minibatch, run two ways:
   scan      inside one `lax.scan` (a `while` loop), as every learner runs its minibatches;
   unrolled  the same steps written out one after another (no loop).
 and with two convolutions: `xla` (`flax.linen.Conv`, XLA's own gradient) and `podrl`
-(`agents.conv.Conv`, the torsos' layer: XLA forward, gradient by patches on CPU). Prints ms
-per SGD step and compile seconds per row as a markdown table, and the JSON document with
+(`agents.conv.Conv`, the torsos' layer: on CPU, patches for both passes of a differentiated
+convolution). Prints ms per SGD step and compile seconds per row as a markdown table, and the JSON document with
 `--out`. Measured in this process, one row after another (medians of `--repeats` timed calls
 after one warm-up call); nothing is asserted.
 
