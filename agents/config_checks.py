@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from podrl.errors import ConfigError, is_int, require_bool, require_choice, require_number
+from podrl.errors import ConfigError, is_int, require_bool, require_choice, require_int, require_number
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
 """Names accepted by an agent config's `activation` (functions in `jax.nn`, see `agents.torsos`)."""
@@ -55,8 +55,7 @@ def check_network_fields(config: NetworkConfig) -> None:
     if config.shared_torso is not None and not isinstance(config.shared_torso, bool):
         raise ConfigError("shared_torso", f"must be True, False or None, got {config.shared_torso!r}")
     require_choice(config, "core", CORES)
-    if not is_int(config.core_size) or config.core_size <= 0:
-        raise ConfigError("core_size", f"must be a positive integer, got {config.core_size!r}")
+    require_int(config, "core_size")
     if config.core != "none" and config.shared_torso is False:
         raise ConfigError(
             "shared_torso", f"must be True or None with core={config.core!r}: one torso and one "

@@ -80,7 +80,8 @@ def conv2d(x: Array, kernel: Array, stride: int = 1, padding: str = "VALID") -> 
 def _conv2d_fwd(x: Array, kernel: Array, stride: int, padding: str):
     """The output as patches on CPU (the backward pass builds the same patches, and XLA computes them
     once), XLA's convolution elsewhere; residuals `(x, kernel)`."""
-    out = jax.lax.platform_dependent(x, kernel, cpu=functools.partial(conv_by_patches, stride=stride, padding=padding),
+    out = jax.lax.platform_dependent(x, kernel,
+                                     cpu=functools.partial(conv_by_patches, stride=stride, padding=padding),
                                      default=functools.partial(_xla_conv, stride=stride, padding=padding))
     return out, (x, kernel)
 
