@@ -67,6 +67,18 @@ def stop_all(procs: list[subprocess.Popen], sig: int = signal.SIGTERM) -> None:
             proc.wait()
 
 
+def kill_leftovers(procs: list[subprocess.Popen]) -> None:
+    """SIGKILLs every process group, also those whose leader has exited.
+
+    A process's own children share its group (each process starts a session of its own);
+    one that outlived its parent (it ignored the signal, or the parent never waited for
+    it) would otherwise be orphaned. A group's id cannot be reused while it has members,
+    so this reaches only what we started.
+    """
+    for proc in procs:
+        signal_group(proc, signal.SIGKILL)
+
+
 def supervise(procs: list[subprocess.Popen]) -> tuple[int, int | None]:
     """Waits for all processes; on the first failure stops the rest. Returns (exit code, first failed)."""
     while True:
@@ -100,13 +112,6 @@ def main(argv: list[str] | None = None) -> int:
     lock = threading.Lock()
     procs: list[subprocess.Popen] = []
     pumps: list[threading.Thread] = []
-    for i in range(args.num_processes):
-        proc = subprocess.Popen(child_command(command, args, port, i), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        print(f"[launcher] process {i}: pid {proc.pid}", flush=True)
-        procs.append(proc)
-        pumps.append(threading.Thread(target=pump, args=(i, proc.stdout, lock), daemon=True))
-        pumps[-1].start()
 
     def forward(sig, _frame):
         print(f"[launcher] received signal {sig}; forwarding to every process", flush=True)
@@ -114,12 +119,24 @@ def main(argv: list[str] | None = None) -> int:
             if proc.poll() is None:
                 signal_group(proc, sig)
 
+    # Our own handlers go in before any process starts: a started program inherits an ignored
+    # signal but not a handled one, so the processes (and what they start) get SIGINT at its
+    # default even when the launcher itself was started with SIGINT ignored (a background job
+    # of a non-interactive shell is), and a forwarded SIGINT reaches them.
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
+    for i in range(args.num_processes):
+        proc = subprocess.Popen(child_command(command, args, port, i), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        print(f"[launcher] process {i}: pid {proc.pid}", flush=True)
+        procs.append(proc)
+        pumps.append(threading.Thread(target=pump, args=(i, proc.stdout, lock), daemon=True))
+        pumps[-1].start()
     try:
         code, _ = supervise(procs)
     finally:
         stop_all(procs, signal.SIGKILL)
+        kill_leftovers(procs)
         for thread in pumps:
             thread.join(timeout=5)
     return code
