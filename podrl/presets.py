@@ -48,6 +48,8 @@ _MINATAR_ANCHORS = {
 }
 _CLEANRL_PONG = Anchor(20.45, "CleanRL ppo_atari_envpool.py, Pong-v5, 10M steps (40M frames), 3 seeds: 20.45 ± 0.09 "
                               "(docs/benchmark/ppo_atari_envpool.md)")
+_IMPALA_PONG = Anchor(20.98, "Espeholt et al. 2018 (IMPALA), appendix table of Atari-57 scores: IMPALA (deep), one "
+                             "game per agent, 200M frames (50M env steps), no-op starts")
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset(
@@ -113,6 +115,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
          "rmsprop_eps_in_sqrt": False,
          "gamma": 0.99, "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 40.0, "reward_scale": 1.0,
          "reward_clip": 1.0, "num_minibatches": 4, "torso": "impala_resnet", "loss_reduction": "sum"},
+        {"ale:Pong": _IMPALA_PONG},
     ),
     Preset(
         "memory-ppo-lstm", "anakin", "ppo",

@@ -12,10 +12,19 @@ after `--` go to the training script unchanged. Writes into `--out` (default
                           over seeds, greedy eval, the anchor's published return, wall time, SPS)
   <env>.png               learning curve: mean over seeds with a min-max band, the anchor dashed
   <env>.metrics.jsonl     each run's metrics (one file per env; a "seed" key per Sebulba run)
-  results.json            the table's numbers
+  results.json            the table's numbers, and the invocation that made them
 
 Run folders (checkpoints, TensorBoard) go under `--runs-dir` (default `runs/reproduce`). Run it
 from the repository root (paths are relative to the working directory).
+
+A run stopped before its own final evaluation (`--stop-after-s`) gets its greedy eval from its
+last checkpoint: `scripts/evaluate.py RUN_DIR --episodes N` (`--eval-episodes`, default 16),
+listed with the report's commands. `--report-only` rebuilds README.md and the PNGs of an
+earlier invocation from `--out` (its results.json and metrics) without training, with the
+presets' current text and anchors, and evaluates the checkpoints of runs that still lack an
+eval if their folders exist:
+
+    python scripts/reproduce.py atari-impala --report-only --out docs/results/atari-impala-pong
 """
 
 from __future__ import annotations
@@ -81,6 +90,50 @@ def machine() -> str:
     except (subprocess.SubprocessError, OSError) as e:
         accel = f"jax devices unknown ({type(e).__name__})"
     return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPU threads ({cpu}), {accel}"
+
+
+def flag_value(command: list[str], flag: str) -> str | None:
+    """The value after `flag` in `command` (its last occurrence), or None."""
+    at = [i for i, word in enumerate(command) if word == flag]
+    return command[at[-1] + 1] if at and at[-1] + 1 < len(command) else None
+
+
+def run_dirs(commands: list[str]) -> list[Path]:
+    """The run folder of each training command shown in a report (`--logging.run-dir`/`--logging.run-name`)."""
+    dirs = []
+    for command in commands:
+        words = shlex.split(command)
+        root, name = flag_value(words, "--logging.run-dir"), flag_value(words, "--logging.run-name")
+        if root and name and "scripts/evaluate.py" not in words:
+            dirs.append(Path(root) / name)
+    return dirs
+
+
+def evaluate_checkpoints(result: EnvResult, dirs: list[Path], layout: str, episodes: int) -> EnvResult:
+    """`result` with the greedy eval of each seed that has none taken from its run's last checkpoint.
+
+    Anakin keeps all seeds in one run (`--seed-index s`); Sebulba has one run per seed. A seed
+    whose run folder or checkpoint is gone keeps nan. Each evaluation's command joins the
+    result's commands."""
+    evals, commands = list(result.eval_return), list(result.commands)
+    for s, value in enumerate(evals):
+        run_dir = dirs[0] if layout == "anakin" and dirs else dirs[s] if s < len(dirs) else None
+        if math.isfinite(value) or run_dir is None or not (run_dir / "checkpoints").is_dir():
+            continue
+        command = [sys.executable, "scripts/evaluate.py", str(run_dir), "--episodes", str(episodes), "--json"]
+        command += ["--seed-index", str(s)] if layout == "anakin" else []
+        print("$ " + shlex.join(command[1:]), flush=True)
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"[reproduce] warning: the evaluation failed (status {done.returncode}); the seed keeps no eval:\n"
+                  + done.stderr[-2000:], flush=True)
+            continue
+        summary = json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"[reproduce] seed {s}: greedy return {summary['mean']:.2f} over {summary['episodes']} episodes "
+              f"of checkpoint step {summary['step']}", flush=True)
+        evals[s] = float(summary["mean"])
+        commands.append("python " + shlex.join(command[1:]))
+    return result._replace(eval_return=evals, commands=commands)
 
 
 def train_commands(preset: presets.Preset, env: str, seeds: int, total_steps: int | None, run_dir: Path,
@@ -201,17 +254,20 @@ def plot_env(result: EnvResult, curve: Series, anchor: presets.Anchor | None, pa
     plt.close(fig)
 
 
-def report(preset: presets.Preset, results: list[EnvResult], argv: list[str], where: str,
-           stop_after_s: float | None) -> str:
-    """The markdown report."""
+def report(preset: presets.Preset, results: list[EnvResult], invocation: dict[str, Any],
+           rebuilt: str | None = None) -> str:
+    """The markdown report of `invocation` (see `invocation_of`); `rebuilt`: the date of a `--report-only`."""
+    made = (f"Made by `python scripts/reproduce.py {shlex.join(invocation['argv'])}` on {invocation['date']}"
+            + (f"; report rebuilt from its results by `--report-only` on {rebuilt}." if rebuilt else "."))
     lines = [
         f"# {preset.name}: {preset.summary}", "",
         f"Hyperparameters: {preset.source}.", "",
-        f"Made by `python scripts/reproduce.py {shlex.join(argv)}` on {datetime.date.today().isoformat()}.", "",
-        f"Machine: {where}.", "",
+        made, "",
+        f"Machine: {invocation['machine']}.", "",
         f"Final return: the mean episode return over the last {FINAL_FRACTION:.0%} of the records that logged one, "
         "per seed; the table gives the mean over seeds and [min, max]. Greedy eval: the last evaluation of the greedy "
-        "policy. Wall time counts process start to exit, compile included.", "",
+        "policy; for a run stopped before its own, `scripts/evaluate.py` on its last checkpoint (the command is "
+        "below). Wall time counts process start to exit, compile included.", "",
         "| env | seeds | env steps | final return | greedy eval | published | wall time | SPS |",
         "|---|---:|---:|---|---|---:|---:|---:|",
     ]
@@ -229,6 +285,7 @@ def report(preset: presets.Preset, results: list[EnvResult], argv: list[str], wh
         lines += ["", f"Budget: the preset's (and the published figures') budget is {budget:,} env steps per seed; "
                       f"these runs took {short[0].steps:,} ({short[0].steps / budget:.0%}), so their returns are "
                       "an early point of the published curve, not a reproduction of its final figure."]
+    stop_after_s = invocation.get("stop_after_s")
     if stop_after_s:
         lines += ["", f"Each run was stopped after {stop_after_s:g} s of wall time (`--stop-after-s`), so the env "
                       "steps above are what that budget allowed, not the preset's total."]
@@ -236,6 +293,55 @@ def report(preset: presets.Preset, results: list[EnvResult], argv: list[str], wh
     lines += ["", "Commands run (from the repository root):", "", "```bash"]
     lines += [c for r in results for c in r.commands] + ["```", ""]
     return "\n".join(lines)
+
+
+def invocation_of(argv: list[str], where: str, stop_after_s: float | None) -> dict[str, Any]:
+    """What results.json records of the reproduce command that made it."""
+    return {"argv": argv, "date": datetime.date.today().isoformat(), "machine": where, "stop_after_s": stop_after_s}
+
+
+def write_results(out: Path, invocation: dict[str, Any], results: list[EnvResult]) -> None:
+    """results.json: the invocation and each env's table row."""
+    payload = dict(invocation, envs=[r._asdict() for r in results])
+    (out / "results.json").write_text(json.dumps(payload, indent=1) + "\n")
+
+
+def load_report_records(out: Path, env: str) -> list[dict[str, Any]]:
+    """An env's records as `main` summarized them: the metrics file, with one-seed runs merged again."""
+    path = out / f"{slug(env)}.metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not any("seed" in r for r in rows):
+        return rows
+    seeds = sorted({r["seed"] for r in rows})
+    return merge_seed_runs([[r for r in rows if r["seed"] == s] for s in seeds])
+
+
+def report_only(preset: presets.Preset, out: Path, eval_episodes: int) -> int:
+    """Rebuilds README.md and the PNGs in `out` from its results.json and metrics (see the module doc)."""
+    path = out / "results.json"
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise SystemExit(f"error: --report-only needs {path} from an earlier run: {e}")
+    if not isinstance(saved, dict) or "envs" not in saved:
+        raise SystemExit(f"error: {path} does not record the invocation that made it (an older reproduce.py "
+                         "wrote it); run the reproduction again")
+    invocation = {k: v for k, v in saved.items() if k != "envs"}
+    if preset.name not in invocation.get("argv", []):
+        raise SystemExit(f"error: {path} was made by `reproduce.py {shlex.join(invocation.get('argv', []))}`, "
+                         f"not by preset {preset.name}")
+    results = []
+    for row in saved["envs"]:
+        result = EnvResult(**row)
+        result = evaluate_checkpoints(result, run_dirs(result.commands), preset.layout, eval_episodes)
+        curve = series(load_report_records(out, result.env), "step", "episode_return")
+        if curve is not None:
+            plot_env(result, curve, preset.anchors.get(result.env), out / f"{slug(result.env)}.png")
+        results.append(result)
+    write_results(out, invocation, results)
+    (out / "README.md").write_text(report(preset, results, invocation, rebuilt=datetime.date.today().isoformat()))
+    print(f"[reproduce] report rebuilt: {out / 'README.md'}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,15 +356,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop-after-s", type=float, default=None,
                         help="stop each training run after this many seconds (SIGINT: it checkpoints and ends)")
     parser.add_argument("--runs-dir", type=Path, default=Path("runs/reproduce"), help="run folders")
+    parser.add_argument("--eval-episodes", type=int, default=16,
+                        help="greedy episodes when evaluating the last checkpoint of a run stopped before its eval")
+    parser.add_argument("--report-only", action="store_true",
+                        help="rebuild the report in --out from its results.json and metrics; no training")
     args = parser.parse_args(own)
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
+    if args.eval_episodes < 1:
+        parser.error("--eval-episodes must be at least 1")
     preset = presets.get(args.preset)
     out = (args.out or Path("docs") / "results" / preset.name).resolve()
+    if args.report_only:
+        return report_only(preset, out, args.eval_episodes)
     out.mkdir(parents=True, exist_ok=True)
     runs_dir = (args.runs_dir / preset.name).resolve()
     envs = args.env or [preset.run.get("env", "CartPole-v1")]
-    results, where, stamp = [], "", time.strftime("%Y%m%d-%H%M%S")
+    results, stamp = [], time.strftime("%Y%m%d-%H%M%S")
+    invocation: dict[str, Any] | None = None
     for env in envs:
         commands = train_commands(preset, env, args.seeds, args.total_steps, runs_dir, extra, stamp)
         start = time.perf_counter()
@@ -266,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
             run(command, out / "train.log", args.stop_after_s)
         wall = time.perf_counter() - start
         names = [c[c.index("--logging.run-name") + 1] for c in commands]
-        seed_runs = [read_records(runs_dir / name) for name in names]
+        dirs = [runs_dir / name for name in names]
+        seed_runs = [read_records(d) for d in dirs]
         records = seed_runs[0] if len(seed_runs) == 1 else merge_seed_runs(seed_runs)
         with (out / f"{slug(env)}.metrics.jsonl").open("w") as f:
             for i, run_records in enumerate(seed_runs):
@@ -274,16 +390,19 @@ def main(argv: list[str] | None = None) -> int:
                     f.write(json.dumps(dict(r, seed=i) if len(seed_runs) > 1 else r) + "\n")
         shown = ["python " + shlex.join(c[1:]).replace(str(runs_dir), str(args.runs_dir / preset.name))
                  for c in commands]
-        result = summarize(env, records, args.seeds, wall, shown)
+        result = evaluate_checkpoints(summarize(env, records, args.seeds, wall, shown), dirs, preset.layout,
+                                      args.eval_episodes)
+        result = result._replace(commands=[c.replace(str(runs_dir), str(args.runs_dir / preset.name))
+                                           for c in result.commands])  # as the train commands show it
         curve = series(records, "step", "episode_return")
         if curve is not None:
             plot_env(result, curve, preset.anchors.get(env), out / f"{slug(env)}.png")
         results.append(result)
         print(f"[reproduce] {env}: final return {spread(result.final_return)}, eval {spread(result.eval_return)}, "
               f"{wall / 60:.1f} min", flush=True)
-        where = where or machine()
-        (out / "results.json").write_text(json.dumps([r._asdict() for r in results], indent=1) + "\n")
-        (out / "README.md").write_text(report(preset, results, argv, where, args.stop_after_s))  # after each env
+        invocation = invocation or invocation_of(argv, machine(), args.stop_after_s)
+        write_results(out, invocation, results)
+        (out / "README.md").write_text(report(preset, results, invocation))  # after each env
     print(f"[reproduce] report: {out / 'README.md'}")
     return 0
 

@@ -106,7 +106,9 @@ def test_reproduce_writes_a_report_that_matches_the_run(tmp_path):
          "--updates-per-call", "4", "--eval-every", "1", "--eval-episodes", "4", "--num-devices", "1"],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    results = json.loads((out / "results.json").read_text())
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["argv"][0] == "cartpole-ppo" and "CPU threads" in saved["machine"]
+    results = saved["envs"]
     assert [r["env"] for r in results] == ["CartPole-v1"] and results[0]["seeds"] == 2
     records = [json.loads(line) for line in (out / "CartPole-v1.metrics.jsonl").read_text().splitlines()]
     assert records[-1]["step"] == results[0]["steps"] == 8192
@@ -116,6 +118,29 @@ def test_reproduce_writes_a_report_that_matches_the_run(tmp_path):
     text = (out / "README.md").read_text()
     assert "| CartPole-v1 | 2 | 8,192 |" in text and "| 500 |" in text and "--preset cartpole-ppo" in text
     assert "CPU threads" in text and (out / "CartPole-v1.png").stat().st_size > 5000
+
+    # A run that ended before its own greedy eval (`--stop-after-s`): `--report-only` rebuilds the
+    # report from the folder and takes that seed's eval from `scripts/evaluate.py` on its checkpoint.
+    saved["envs"][0]["eval_return"][1] = math.nan
+    (out / "results.json").write_text(json.dumps(saved))
+    (out / "README.md").unlink()
+    (out / "CartPole-v1.png").unlink()
+    again = subprocess.run([sys.executable, "scripts/reproduce.py", "cartpole-ppo", "--out", str(out),
+                            "--report-only", "--eval-episodes", "3"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    rebuilt = json.loads((out / "results.json").read_text())["envs"][0]
+    assert rebuilt["eval_return"][0] == results[0]["eval_return"][0]  # seed 0 had its own: kept, not re-run
+    assert 1.0 <= rebuilt["eval_return"][1] <= 500.0  # CartPole: 1 per step
+    evaluate = [c for c in rebuilt["commands"] if "scripts/evaluate.py" in c]
+    assert len(evaluate) == 1 and "--episodes 3" in evaluate[0] and "--seed-index 1" in evaluate[0]
+    text = (out / "README.md").read_text()
+    assert "rebuilt from its results by `--report-only`" in text and evaluate[0] in text
+    assert "| CartPole-v1 | 2 | 8,192 |" in text and "--preset cartpole-ppo" in text
+    assert (out / "CartPole-v1.png").stat().st_size > 5000
+    wrong = subprocess.run([sys.executable, "scripts/reproduce.py", "minatar-ppo", "--out", str(out),
+                            "--report-only"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert wrong.returncode != 0 and "not by preset minatar-ppo" in wrong.stderr
 
 
 def test_merging_one_seed_runs_keeps_each_seed():
