@@ -144,14 +144,16 @@ def test_parity_with_anakin_same_seed(cpu_devices):
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_pqn_solves_cartpole_through_anakin(cpu_devices):
-    """Default PQNConfig, 16 envs x 32 steps per update, 200k steps, one device: greedy return
-    500, 500, 499.4 on seeds 0, 1, 2 (~16 s each on 2 CPU cores); untrained: 18.0, 9.5, 15.1."""
-    config = AnakinConfig(env="CartPole-v1", num_envs=16, rollout_length=32, total_steps=200_000,
+    """Default PQNConfig, 16 envs x 32 steps per update, 300k steps, one device: greedy return
+    500 on seeds 0, 1, 3-7 and 450.8 on seed 2 (~19 s each on 2 CPU cores, Intel); untrained:
+    18.0, 9.5, 15.1 on seeds 0-2. At 200k steps seeds 5 and 6 ended at 228 and 335 and seed 0 at
+    459.9 on an AMD machine (500 on Intel), so 200k was a lottery, not a learning test."""
+    config = AnakinConfig(env="CartPole-v1", num_envs=16, rollout_length=32, total_steps=300_000,
                           num_devices=1, updates_per_call=16, eval_every=0, eval_episodes=32,
                           logging=LoggingConfig(run_dir=None, console=False))
     assert anakin_initial_return(config, PQNConfig(), cpu_devices[:1])[0] < 50.0
     result = train_anakin(config, PQNConfig())
-    assert result.final_eval_return[0] >= 475.0, result.final_eval_return
+    assert result.final_eval_return[0] >= 400.0, result.final_eval_return
 
 
 @pytest.mark.learning
