@@ -25,6 +25,13 @@ presets' current text and anchors, and evaluates the checkpoints of runs that st
 eval if their folders exist:
 
     python scripts/reproduce.py atari-impala --report-only --out docs/results/atari-impala-pong
+
+`--continue` resumes every run of an earlier invocation in `--out` from its last checkpoint
+(`train_<layout>.py --resume RUN_DIR`, to `--total-steps` if given, else each run's own total;
+`--stop-after-s` and flags after `--` apply to the continuation) and rewrites the report over
+the whole runs, both invocations named in it (a reproduction cut short by a job slot goes on):
+
+    python scripts/reproduce.py atari-impala --continue --out docs/results/atari-impala-pong --total-steps 7000000
 """
 
 from __future__ import annotations
@@ -35,7 +42,6 @@ import json
 import math
 import os
 import platform
-import re
 import shlex
 import signal
 import subprocess
@@ -43,34 +49,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # podrl, when not installed
 
-from plot import Series, draw, read_records, series  # noqa: E402  (scripts/ is this script's folder)
+from plot import read_records, series  # noqa: E402  (scripts/ is this script's folder)
 from podrl import presets  # noqa: E402
-
-FINAL_FRACTION = 0.1
-"""The final return is the mean episode return over this last fraction of the logged records."""
-
-
-class EnvResult(NamedTuple):
-    """What one env's runs gave (per seed where a list)."""
-
-    env: str
-    seeds: int
-    steps: int
-    final_return: list[float]  # per seed: mean episode return over the last FINAL_FRACTION of its records with one
-    eval_return: list[float]  # per seed: the last greedy evaluation (nan if none)
-    wall_s: float  # all of this env's runs, process start to exit (compile included)
-    sps: float  # median logged SPS
-    commands: list[str]
-
-
-def slug(env: str) -> str:
-    """A file-name-safe form of an env id: `gymnax:Breakout-MinAtar` -> `gymnax-Breakout-MinAtar`."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", env).strip("-")
-
+from reproduce_report import (  # noqa: E402
+    EnvResult, merge_seed_runs, plot_env, report, slug, spread, summarize,
+)
 
 def machine() -> str:
     """One line naming this machine: OS, CPU model and count, JAX version and devices."""
@@ -178,123 +165,6 @@ def run(command: list[str], log: Path, stop_after_s: float | None = None) -> Non
             raise SystemExit(f"error: the command exited with status {proc.returncode}; see {log}")
 
 
-def per_seed(records: list[dict[str, Any]], key: str) -> list[list[float]]:
-    """`[record][seed]` values of `key` (the `_per_seed` list, or the value itself for one seed)."""
-    rows = []
-    for r in records:
-        values = r.get(key + "_per_seed")
-        if values is None and key in r:
-            values = [r[key]]
-        rows.append([float(v) if v is not None else math.nan for v in values] if values is not None else [])
-    return rows
-
-
-def merge_seed_runs(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """One record list with `<key>_per_seed` lists from one-seed runs logged at the same steps."""
-    length = min(len(r) for r in runs)
-    merged = []
-    for i in range(length):
-        rows = [r[i] for r in runs]
-        record = {"step": rows[0]["step"], "wall_time": max(r.get("wall_time", math.nan) for r in rows),
-                  "sps": sum(r.get("sps", 0.0) for r in rows) / len(rows)}
-        for key in ("episode_return", "eval_return"):
-            values = [r.get(key, math.nan) for r in rows]
-            record[key + "_per_seed"] = values
-            finite = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
-            record[key] = sum(finite) / len(finite) if finite else math.nan
-        merged.append(record)
-    return merged
-
-
-def summarize(env: str, records: list[dict[str, Any]], seeds: int, wall_s: float, commands: list[str]) -> EnvResult:
-    """The table row of one env from its (merged) records."""
-    # A record where a seed ended no episode (e.g. the last, partial call of a run with long
-    # episodes) logs no return for it: each seed's final return is over its own logged returns.
-    rows = [row for row in per_seed(records, "episode_return") if row]
-    final = [_tail_mean([row[s] for row in rows if math.isfinite(row[s])]) for s in range(len(rows[0]))] if rows else []
-    evals = [row for row in per_seed(records, "eval_return") if row and any(math.isfinite(v) for v in row)]
-    sps = sorted(float(r["sps"]) for r in records if isinstance(r.get("sps"), (int, float)))
-    return EnvResult(env, seeds, int(records[-1]["step"]), final, evals[-1] if evals else [math.nan] * seeds,
-                     wall_s, sps[len(sps) // 2] if sps else math.nan, commands)
-
-
-def _tail_mean(values: list[float]) -> float:
-    """The mean of the last FINAL_FRACTION of `values` (at least one); nan for none."""
-    tail = values[-max(1, int(len(values) * FINAL_FRACTION)):]
-    return sum(tail) / len(tail) if tail else math.nan
-
-
-def spread(values: list[float]) -> str:
-    """`mean [min, max]` of finite values, or n/a."""
-    finite = [v for v in values if math.isfinite(v)]
-    if not finite:
-        return "n/a"
-    mean = sum(finite) / len(finite)
-    return f"{mean:.1f} [{min(finite):.1f}, {max(finite):.1f}]" if len(finite) > 1 else f"{mean:.1f}"
-
-
-def plot_env(result: EnvResult, curve: Series, anchor: presets.Anchor | None, path: Path) -> None:
-    """The learning curve PNG: mean over seeds with a min-max band, the anchor as a dashed line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    draw(ax, curve, "C0", f"podrl, {result.seeds} seed(s): mean, min-max")
-    if anchor is not None:
-        ax.axhline(anchor.value, color="C3", linestyle="--", label=f"published: {anchor.value:g}")
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("episode return")
-    ax.set_title(result.env, fontsize=10)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-
-
-def report(preset: presets.Preset, results: list[EnvResult], invocation: dict[str, Any],
-           rebuilt: str | None = None) -> str:
-    """The markdown report of `invocation` (see `invocation_of`); `rebuilt`: the date of a `--report-only`."""
-    made = (f"Made by `python scripts/reproduce.py {shlex.join(invocation['argv'])}` on {invocation['date']}"
-            + (f"; report rebuilt from its results by `--report-only` on {rebuilt}." if rebuilt else "."))
-    lines = [
-        f"# {preset.name}: {preset.summary}", "",
-        f"Hyperparameters: {preset.source}.", "",
-        made, "",
-        f"Machine: {invocation['machine']}.", "",
-        f"Final return: the mean episode return over the last {FINAL_FRACTION:.0%} of the records that logged one, "
-        "per seed; the table gives the mean over seeds and [min, max]. Greedy eval: the last evaluation of the greedy "
-        "policy; for a run stopped before its own, `scripts/evaluate.py` on its last checkpoint (the command is "
-        "below). Wall time counts process start to exit, compile included.", "",
-        "| env | seeds | env steps | final return | greedy eval | published | wall time | SPS |",
-        "|---|---:|---:|---|---|---:|---:|---:|",
-    ]
-    for r in results:
-        anchor = preset.anchors.get(r.env)
-        published = f"{anchor.value:g}" if anchor else "n/a"
-        lines.append(f"| {r.env} | {r.seeds} | {r.steps:,} | {spread(r.final_return)} | {spread(r.eval_return)} | "
-                     f"{published} | {r.wall_s / 60:.1f} min | {r.sps:,.0f} |")
-    sources = sorted({preset.anchors[r.env].source for r in results if r.env in preset.anchors})
-    if sources:
-        lines += ["", "Published figures: " + "; ".join(sources) + "."]
-    budget = preset.run.get("total_steps")
-    short = [r for r in results if budget and r.steps < 0.99 * budget]  # not the budget floored to whole updates
-    if short:
-        lines += ["", f"Budget: the preset's (and the published figures') budget is {budget:,} env steps per seed; "
-                      f"these runs took {short[0].steps:,} ({short[0].steps / budget:.0%}), so their returns are "
-                      "an early point of the published curve, not a reproduction of its final figure."]
-    stop_after_s = invocation.get("stop_after_s")
-    if stop_after_s:
-        lines += ["", f"Each run was stopped after {stop_after_s:g} s of wall time (`--stop-after-s`), so the env "
-                      "steps above are what that budget allowed, not the preset's total."]
-    lines += [""] + [f"![{r.env}]({slug(r.env)}.png)" for r in results]
-    lines += ["", "Commands run (from the repository root):", "", "```bash"]
-    lines += [c for r in results for c in r.commands] + ["```", ""]
-    return "\n".join(lines)
-
-
 def invocation_of(argv: list[str], where: str, stop_after_s: float | None) -> dict[str, Any]:
     """What results.json records of the reproduce command that made it."""
     return {"argv": argv, "date": datetime.date.today().isoformat(), "machine": where, "stop_after_s": stop_after_s}
@@ -316,13 +186,63 @@ def load_report_records(out: Path, env: str) -> list[dict[str, Any]]:
     return merge_seed_runs([[r for r in rows if r["seed"] == s] for s in seeds])
 
 
-def report_only(preset: presets.Preset, out: Path, eval_episodes: int) -> int:
-    """Rebuilds README.md and the PNGs in `out` from its results.json and metrics (see the module doc)."""
+def collect(preset: presets.Preset, env: EnvResult, dirs: list[Path], out: Path, eval_episodes: int) -> EnvResult:
+    """The table row of `env`'s runs in `dirs` (one per seed in Sebulba, one in Anakin), which took
+    `env.wall_s` and were made by `env.commands`: writes `<env>.metrics.jsonl` (a "seed" key per
+    Sebulba run) and the learning curve into `out`, and evaluates the last checkpoint of a seed
+    whose run ended before its own greedy eval."""
+    seed_runs = [read_records(d) for d in dirs]
+    records = seed_runs[0] if len(seed_runs) == 1 else merge_seed_runs(seed_runs)
+    with (out / f"{slug(env.env)}.metrics.jsonl").open("w") as f:
+        for i, run_records in enumerate(seed_runs):
+            for r in run_records:
+                f.write(json.dumps(dict(r, seed=i) if len(seed_runs) > 1 else r) + "\n")
+    result = summarize(env.env, records, env.seeds, env.wall_s, env.commands)
+    result = evaluate_checkpoints(result, dirs, preset.layout, eval_episodes)
+    curve = series(records, "step", "episode_return")
+    if curve is not None:
+        plot_env(result, curve, preset.anchors.get(env.env), out / f"{slug(env.env)}.png")
+    print(f"[reproduce] {env.env}: final return {spread(result.final_return)}, eval {spread(result.eval_return)}, "
+          f"{env.wall_s / 60:.1f} min", flush=True)
+    return result
+
+
+def continue_runs(preset: presets.Preset, out: Path, argv: list[str], total_steps: int | None,
+                  stop_after_s: float | None, extra: list[str], eval_episodes: int) -> int:
+    """--continue: resumes every run of the invocation recorded in `out` from its last checkpoint
+    (`train_<layout>.py --resume RUN_DIR`, to `total_steps` or the run's own total, with `extra`
+    flags), then rewrites the report over the whole of each run. An evaluation of an earlier
+    checkpoint is dropped: the continued run's own eval, or one of its last checkpoint, replaces it."""
+    invocation, saved = load_results(preset, out, "--continue")
+    results = []
+    for old in saved:
+        train = [c for c in old.commands if "scripts/evaluate.py" not in c]
+        dirs = run_dirs(train)
+        if len(dirs) != len(train) or not all((d / "checkpoints").is_dir() for d in dirs):
+            raise SystemExit(f"error: --continue needs the checkpoints of every run of {old.env}: {dirs}")
+        start, resumed = time.perf_counter(), []
+        for run_dir in dirs:
+            command = [sys.executable, f"scripts/train_{preset.layout}.py", "--resume", str(run_dir)]
+            command += (["--total-steps", str(total_steps)] if total_steps else []) + extra
+            run(command, out / "train.log", stop_after_s)
+            resumed.append("python " + shlex.join(command[1:]))
+        wall = old.wall_s + time.perf_counter() - start
+        results.append(collect(preset, old._replace(wall_s=wall, commands=train + resumed), dirs, out, eval_episodes))
+    invocation.setdefault("continued", []).append(invocation_of(argv, machine(), stop_after_s))
+    write_results(out, invocation, results)
+    (out / "README.md").write_text(report(preset, results, invocation))
+    print(f"[reproduce] report: {out / 'README.md'}")
+    return 0
+
+
+def load_results(preset: presets.Preset, out: Path, mode: str) -> tuple[dict[str, Any], list[EnvResult]]:
+    """The invocation and the table rows that results.json in `out` records; SystemExit naming `mode`
+    (the flag that needs them) where it is missing, older, or made by another preset."""
     path = out / "results.json"
     try:
         saved = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
-        raise SystemExit(f"error: --report-only needs {path} from an earlier run: {e}")
+        raise SystemExit(f"error: {mode} needs {path} from an earlier run: {e}")
     if not isinstance(saved, dict) or "envs" not in saved:
         raise SystemExit(f"error: {path} does not record the invocation that made it (an older reproduce.py "
                          "wrote it); run the reproduction again")
@@ -330,9 +250,14 @@ def report_only(preset: presets.Preset, out: Path, eval_episodes: int) -> int:
     if preset.name not in invocation.get("argv", []):
         raise SystemExit(f"error: {path} was made by `reproduce.py {shlex.join(invocation.get('argv', []))}`, "
                          f"not by preset {preset.name}")
+    return invocation, [EnvResult(**row) for row in saved["envs"]]
+
+
+def report_only(preset: presets.Preset, out: Path, eval_episodes: int) -> int:
+    """Rebuilds README.md and the PNGs in `out` from its results.json and metrics (see the module doc)."""
+    invocation, saved = load_results(preset, out, "--report-only")
     results = []
-    for row in saved["envs"]:
-        result = EnvResult(**row)
+    for result in saved:
         result = evaluate_checkpoints(result, run_dirs(result.commands), preset.layout, eval_episodes)
         curve = series(load_report_records(out, result.env), "step", "episode_return")
         if curve is not None:
@@ -360,15 +285,24 @@ def main(argv: list[str] | None = None) -> int:
                         help="greedy episodes when evaluating the last checkpoint of a run stopped before its eval")
     parser.add_argument("--report-only", action="store_true",
                         help="rebuild the report in --out from its results.json and metrics; no training")
+    parser.add_argument("--continue", dest="continue_runs", action="store_true",
+                        help="resume every run of the report in --out from its last checkpoint (to --total-steps, "
+                             "or each run's own total) and rewrite the report over the whole runs")
     args = parser.parse_args(own)
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
     if args.eval_episodes < 1:
         parser.error("--eval-episodes must be at least 1")
+    if args.report_only and args.continue_runs:
+        parser.error("--report-only and --continue exclude each other")
+    if (args.report_only or args.continue_runs) and args.env:
+        parser.error("--report-only and --continue take the envs from the report's results.json, not --env")
     preset = presets.get(args.preset)
     out = (args.out or Path("docs") / "results" / preset.name).resolve()
     if args.report_only:
         return report_only(preset, out, args.eval_episodes)
+    if args.continue_runs:
+        return continue_runs(preset, out, argv, args.total_steps, args.stop_after_s, extra, args.eval_episodes)
     out.mkdir(parents=True, exist_ok=True)
     runs_dir = (args.runs_dir / preset.name).resolve()
     envs = args.env or [preset.run.get("env", "CartPole-v1")]
@@ -380,26 +314,13 @@ def main(argv: list[str] | None = None) -> int:
         for command in commands:
             run(command, out / "train.log", args.stop_after_s)
         wall = time.perf_counter() - start
-        names = [c[c.index("--logging.run-name") + 1] for c in commands]
-        dirs = [runs_dir / name for name in names]
-        seed_runs = [read_records(d) for d in dirs]
-        records = seed_runs[0] if len(seed_runs) == 1 else merge_seed_runs(seed_runs)
-        with (out / f"{slug(env)}.metrics.jsonl").open("w") as f:
-            for i, run_records in enumerate(seed_runs):
-                for r in run_records:
-                    f.write(json.dumps(dict(r, seed=i) if len(seed_runs) > 1 else r) + "\n")
+        dirs = [runs_dir / c[c.index("--logging.run-name") + 1] for c in commands]
         shown = ["python " + shlex.join(c[1:]).replace(str(runs_dir), str(args.runs_dir / preset.name))
                  for c in commands]
-        result = evaluate_checkpoints(summarize(env, records, args.seeds, wall, shown), dirs, preset.layout,
-                                      args.eval_episodes)
-        result = result._replace(commands=[c.replace(str(runs_dir), str(args.runs_dir / preset.name))
-                                           for c in result.commands])  # as the train commands show it
-        curve = series(records, "step", "episode_return")
-        if curve is not None:
-            plot_env(result, curve, preset.anchors.get(env), out / f"{slug(env)}.png")
-        results.append(result)
-        print(f"[reproduce] {env}: final return {spread(result.final_return)}, eval {spread(result.eval_return)}, "
-              f"{wall / 60:.1f} min", flush=True)
+        result = collect(preset, EnvResult(env, args.seeds, 0, [], [], wall, math.nan, shown), dirs, out,
+                         args.eval_episodes)
+        results.append(result._replace(commands=[c.replace(str(runs_dir), str(args.runs_dir / preset.name))
+                                                 for c in result.commands]))  # as the train commands show it
         invocation = invocation or invocation_of(argv, machine(), args.stop_after_s)
         write_results(out, invocation, results)
         (out / "README.md").write_text(report(preset, results, invocation))  # after each env

@@ -142,6 +142,23 @@ def test_reproduce_writes_a_report_that_matches_the_run(tmp_path):
                             "--report-only"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert wrong.returncode != 0 and "not by preset minatar-ppo" in wrong.stderr
 
+    # `--continue`: the runs resume from their checkpoints (8,192 steps) to a larger total, and the
+    # report covers the whole runs; the stale evaluation of the earlier checkpoint is dropped.
+    more = subprocess.run([sys.executable, "scripts/reproduce.py", "cartpole-ppo", "--out", str(out), "--continue",
+                           "--total-steps", "12288"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert more.returncode == 0, more.stdout[-2000:] + more.stderr[-2000:]
+    continued = json.loads((out / "results.json").read_text())
+    (row,) = continued["envs"]
+    assert row["steps"] == 12288 and row["wall_s"] > results[0]["wall_s"]
+    assert continued["continued"][0]["argv"][:4] == ["cartpole-ppo", "--out", str(out), "--continue"]
+    assert [c for c in row["commands"] if "--resume" in c] and not [c for c in row["commands"] if "evaluate" in c]
+    steps = [json.loads(line)["step"] for line in (out / "CartPole-v1.metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(set(steps)) and steps[-1] == 12288 and 8192 in steps  # one run, continued
+    assert row["eval_return"] == pytest.approx(json.loads(
+        (out / "CartPole-v1.metrics.jsonl").read_text().splitlines()[-1])["eval_return_per_seed"])
+    text = (out / "README.md").read_text()
+    assert "| CartPole-v1 | 2 | 12,288 |" in text and "continued from its checkpoints by" in text
+
 
 def test_merging_one_seed_runs_keeps_each_seed():
     runs = [[{"step": 10, "sps": 2.0, "episode_return": 1.0}, {"step": 20, "sps": 4.0, "episode_return": 3.0}],

@@ -191,9 +191,11 @@ def test_nan_loss_stops_the_run(cpu_devices):
 
 
 @pytest.mark.timeout(300)
-def test_twenty_short_runs_end_cleanly(cpu_devices):
+def test_nine_short_runs_end_cleanly(cpu_devices):
+    """Three short runs per staleness setting, back to back: each ends with its steps counted and
+    no thread left behind."""
     before = threading.active_count()
-    for i in range(20):
+    for i in range(9):
         config = tiny(env="CartPole-v1", seed=i, total_steps=4 * 8 * 2, lag=("0", "1", "async")[i % 3],
                       eval_episodes=0)
         result = train_sebulba(config, PPOConfig(num_minibatches=2))
