@@ -153,6 +153,12 @@ def report(preset: presets.Preset, results: list[EnvResult], invocation: dict[st
         said = ", then ".join(f"{b:g} s" if b else "no limit" for b in budgets)
         lines += ["", f"The runs had wall-clock budgets (`--stop-after-s`: {said}; a run out of time checkpoints and "
                       "stops), so the env steps above are what those budgets allowed, not the preset's total."]
+    stretched = [later["argv"][later["argv"].index("--total-steps") + 1] for later in invocation.get("continued", [])
+                 if "--total-steps" in later["argv"][:-1]]
+    if stretched:
+        lines += ["", f"Continued to a new total (`--total-steps {stretched[-1]}`): from the resumed update on, "
+                      "a schedule over the whole budget follows the new total, so a learning rate annealed "
+                      "towards the old total steps up at the resume."]
     lines += [""] + [f"![{r.env}]({slug(r.env)}.png)" for r in results]
     lines += ["", "Commands run (from the repository root):", "", "```bash"]
     lines += [c for r in results for c in r.commands] + ["```", ""]

@@ -158,6 +158,7 @@ def test_reproduce_writes_a_report_that_matches_the_run(tmp_path):
         (out / "CartPole-v1.metrics.jsonl").read_text().splitlines()[-1])["eval_return_per_seed"])
     text = (out / "README.md").read_text()
     assert "| CartPole-v1 | 2 | 12,288 |" in text and "continued from its checkpoints by" in text
+    assert "Continued to a new total (`--total-steps 12288`)" in text
 
 
 def test_merging_one_seed_runs_keeps_each_seed():
