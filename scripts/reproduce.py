@@ -56,8 +56,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # podrl, when n
 from plot import read_records, series  # noqa: E402  (scripts/ is this script's folder)
 from podrl import presets  # noqa: E402
 from reproduce_report import (  # noqa: E402
-    EnvResult, merge_seed_runs, plot_env, report, slug, spread, summarize,
+    EnvResult, flag_value, merge_seed_runs, plot_env, report, slug, spread, summarize,
 )
+
 
 def machine() -> str:
     """One line naming this machine: OS, CPU model and count, JAX version and devices."""
@@ -77,12 +78,6 @@ def machine() -> str:
     except (subprocess.SubprocessError, OSError) as e:
         accel = f"jax devices unknown ({type(e).__name__})"
     return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPU threads ({cpu}), {accel}"
-
-
-def flag_value(command: list[str], flag: str) -> str | None:
-    """The value after `flag` in `command` (its last occurrence), or None."""
-    at = [i for i, word in enumerate(command) if word == flag]
-    return command[at[-1] + 1] if at and at[-1] + 1 < len(command) else None
 
 
 def run_dirs(commands: list[str]) -> list[Path]:

@@ -32,6 +32,21 @@ class EnvResult(NamedTuple):
     commands: list[str]
 
 
+def flag_value(command: list[str], flag: str) -> str | None:
+    """The value after `flag` in `command` (its last occurrence), or None."""
+    at = [i for i, word in enumerate(command) if word == flag]
+    return command[at[-1] + 1] if at and at[-1] + 1 < len(command) else None
+
+
+def asked_steps(commands: list[str], default: int | None) -> int | None:
+    """The env steps the last training command in `commands` asked for (`--total-steps`), else `default`."""
+    for command in reversed(commands):
+        words = shlex.split(command)
+        if "scripts/evaluate.py" not in words and flag_value(words, "--total-steps") is not None:
+            return int(flag_value(words, "--total-steps"))
+    return default
+
+
 def slug(env: str) -> str:
     """A file-name-safe form of an env id: `gymnax:Breakout-MinAtar` -> `gymnax-Breakout-MinAtar`."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", env).strip("-")
@@ -151,8 +166,12 @@ def report(preset: presets.Preset, results: list[EnvResult], invocation: dict[st
     budgets = [i.get("stop_after_s") for i in [invocation] + invocation.get("continued", [])]
     if any(budgets):
         said = ", then ".join(f"{b:g} s" if b else "no limit" for b in budgets)
+        cut = [r.env for r in results if (asked := asked_steps(r.commands, budget)) and r.steps < 0.99 * asked]
+        outcome = (f"the budget cut short the runs of {', '.join(cut)}: their env steps above are what it allowed, "
+                   "not the total the commands below asked for" if cut else
+                   "every run reached the total its command asked for (`--total-steps`) within it")
         lines += ["", f"The runs had wall-clock budgets (`--stop-after-s`: {said}; a run out of time checkpoints and "
-                      "stops), so the env steps above are what those budgets allowed, not the preset's total."]
+                      f"stops); {outcome}."]
     stretched = [later["argv"][later["argv"].index("--total-steps") + 1] for later in invocation.get("continued", [])
                  if "--total-steps" in later["argv"][:-1]]
     if stretched:

@@ -181,6 +181,22 @@ def test_final_return_skips_records_where_no_episode_ended():
     assert result.eval_return == [7.0, 8.0]
 
 
+@pytest.mark.parametrize("steps, said", [
+    (8_000_000, "every run reached the total its command asked for"),
+    (6_000_000, "the budget cut short the runs of ale:Pong"),
+])
+def test_report_says_whether_the_wall_clock_budget_cut_a_run_short(steps, said):
+    """A run that reached its `--total-steps` inside its `--stop-after-s` was not cut short; the
+    asked total is the last training command's (a continuation's), not the first's or the preset's."""
+    commands = ["python scripts/train_sebulba.py --preset atari-impala --total-steps 5000000 --seed 0",
+                "python scripts/train_sebulba.py --resume runs/x --total-steps 8000000",
+                "python scripts/evaluate.py runs/x --total-steps 1"]
+    result = reproduce.EnvResult("ale:Pong", 1, steps, [1.0], [2.0], 60.0, 900.0, commands)
+    invocation = {"argv": ["atari-impala"], "date": "2026-12-02", "machine": "m", "stop_after_s": 9000.0}
+    text = reproduce.report(presets.get("atari-impala"), [result], invocation)
+    assert said in text and "`--stop-after-s`: 9000 s" in text
+
+
 def test_agent_flags_without_a_subcommand_select_the_preset_agent():
     from cli_common import with_agent_subcommand
 
