@@ -22,11 +22,17 @@ one more core step per t, batched over `[T, B]`. Where the episode goes on,
 `next_observation[t] == observation[t + 1]` and `next_carry_t == carry_{t+1}`, so this is
 the value the unroll gives step t+1; where it was truncated, it is the value the actor would
 have computed had the episode continued. A terminated step's bootstrap is discounted to 0.
+
+`trajectory_outputs` (the IMPALA learner) uses that equality: it takes the bootstrap of step t
+from the unroll's value at t+1 and runs the network on `next_observation` only for the last
+step, or for all steps when a minibatch holds a truncation before its last step
+(`shifted_bootstrap`). `next_values` (PPO's GAE, once per rollout) computes
+V(next_observation) directly.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -101,12 +107,38 @@ def policy_and_value(network: Network, params: Any, observation: Array, actor_st
 
 def trajectory_outputs(network: Network, params: Any, traj: Trajectory) -> tuple[DistParams, Array, Array]:
     """`(dist_params [T, B, ...], value [T, B], next_value [T, B])` on `traj`: V of the
-    observations and of the bootstrap observations `traj.next_observation` (module docstring)."""
+    observations and the bootstrap values (module docstring, `shifted_bootstrap`)."""
     if not is_recurrent(network):
         dist_params, value = network.apply(params, traj.observation)
-        return dist_params, value, network.apply(params, traj.next_observation, method=ActorCritic.value)
+
+        def values_of(steps: slice) -> Array:
+            return network.apply(params, traj.next_observation[steps], method=ActorCritic.value)
+
+        return dist_params, value, shifted_bootstrap(value, traj, values_of)
     rolled = unroll(network, params, traj.actor_state, traj.observation, traj.episode_end)
-    return rolled.dist_params, rolled.value, bootstrap_values(network, params, rolled.next_carry, traj.next_observation)
+
+    def recurrent_values_of(steps: slice) -> Array:
+        next_carry = jax.tree.map(lambda x: x[steps], rolled.next_carry)
+        return bootstrap_values(network, params, next_carry, traj.next_observation[steps])
+
+    return rolled.dist_params, rolled.value, shifted_bootstrap(rolled.value, traj, recurrent_values_of)
+
+
+def shifted_bootstrap(value: Array, traj: Trajectory, values_of: Callable[[slice], Array]) -> Array:
+    """`[T, B]` bootstrap values for GAE / V-trace from `value` `[T, B]` (V of `traj.observation`
+    with these params): `value[t + 1]` for t < T - 1 and `values_of(slice(T - 1, T))` (V of
+    `next_observation[T - 1]`, `[1, B]`) for the last step. Where an episode goes on,
+    `next_observation[t] == observation[t + 1]` (and a core's state after step t is the one the
+    unroll used at t + 1), so this is V(next_observation[t]) without running the network on
+    `next_observation` again (an IMPALA SGD step then runs one forward pass and its backward, not
+    two forward passes and a backward). At a terminated step (`discount == 0`) it is
+    V of the reset observation instead, which GAE and V-trace discount to 0. Only a truncation
+    before the last step needs V of its own `next_observation` (a time limit's o_{t+1} is not the
+    reset `observation[t + 1]`): a minibatch with one takes `values_of(slice(None))` for all `T`
+    steps (`lax.cond`; under `vmap` both branches run)."""
+    shifted = jnp.concatenate([value[1:], values_of(slice(-1, None))], axis=0)
+    truncated_inside = jnp.any(traj.truncated[:-1])
+    return jax.lax.cond(truncated_inside, lambda: values_of(slice(None)).astype(shifted.dtype), lambda: shifted)
 
 
 def next_values(network: Network, params: Any, traj: Trajectory) -> Array:

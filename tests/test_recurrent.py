@@ -85,6 +85,43 @@ def test_learner_unroll_recomputes_the_actors_core_states(core):
     assert max(gaps) > 1e-3
 
 
+@pytest.mark.parametrize("core", ["none", "lstm"])
+def test_bootstrap_values_from_the_shifted_unroll_equal_those_of_next_observation(core):
+    """IMPALA's `trajectory_outputs` takes step t's bootstrap from the value at t+1 when no
+    episode is truncated before the last step (`shifted_bootstrap`). On CartPole rollouts that
+    terminate inside (pole falls) but never truncate (500-step limit), it must equal
+    V(next_observation[t]) computed directly wherever the episode goes on and at the last step;
+    at a terminated step (discount 0) it is the reset observation's value, which differs."""
+    T, B = 40, 6
+    spec = envs.env_spec(envs.make("CartPole-v1"))
+    config = ImpalaConfig(core=core, core_size=16)
+    agent = config.make_agent(spec, 1)
+    network = make_network(spec, config.hidden_sizes, config.activation, config.torso, None, core, 16)
+    params = agent.init(jax.random.key(5), spec).params
+    env = wrap_for_training(envs.make("CartPole-v1"))
+    acting = reset_batch(env, agent, jax.random.split(jax.random.key(6), B))
+    run = jax.jit(lambda s, k: rollout(agent, env, params, s, k, T))
+    acting, _, _ = run(acting, jax.random.key(7))
+    _, traj, _ = run(acting, jax.random.key(8))
+    terminated = np.asarray(traj.discount == 0)
+    assert terminated[:-1].any() and not np.asarray(traj.truncated)[:-1].any()
+
+    _, value, next_value = jax.jit(lambda p, t: trajectory_outputs(network, p, t))(params, traj)
+    flat = lambda x: x.reshape((T * B,) + x.shape[2:])  # noqa: E731
+    if core == "none":
+        direct = network.apply(params, flat(traj.next_observation), method=type(network).value)
+    else:
+        rolled = unroll(network, params, traj.actor_state, traj.observation, traj.episode_end)
+        direct = network.apply(params, flat(traj.next_observation), jax.tree.map(flat, rolled.next_carry))[1]
+    direct = np.asarray(direct).reshape(T, B)
+    next_value = np.asarray(next_value)
+    going_on = ~terminated
+    np.testing.assert_allclose(next_value[going_on], direct[going_on], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(next_value[-1], direct[-1], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(next_value[:-1], np.asarray(value)[1:], atol=0, rtol=0)  # the shifted branch ran
+    assert np.abs(next_value[terminated] - direct[terminated]).max() > 1e-4
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("agent_config", [
     PPOConfig(core="lstm", core_size=32, num_minibatches=2),
