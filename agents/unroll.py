@@ -136,9 +136,14 @@ def shifted_bootstrap(value: Array, traj: Trajectory, values_of: Callable[[slice
     before the last step needs V of its own `next_observation` (a time limit's o_{t+1} is not the
     reset `observation[t + 1]`): a minibatch with one takes `values_of(slice(None))` for all `T`
     steps (`lax.cond`; under `vmap` both branches run)."""
-    shifted = jnp.concatenate([value[1:], values_of(slice(-1, None))], axis=0)
-    truncated_inside = jnp.any(traj.truncated[:-1])
-    return jax.lax.cond(truncated_inside, lambda: values_of(slice(None)).astype(shifted.dtype), lambda: shifted)
+
+    def shifted() -> Array:
+        return jnp.concatenate([value[1:], values_of(slice(-1, None)).astype(value.dtype)], axis=0)
+
+    def direct() -> Array:
+        return values_of(slice(None)).astype(value.dtype)
+
+    return jax.lax.cond(jnp.any(traj.truncated[:-1]), direct, shifted)
 
 
 def next_values(network: Network, params: Any, traj: Trajectory) -> Array:

@@ -42,8 +42,8 @@ def asked_steps(commands: list[str], default: int | None) -> int | None:
     """The env steps the last training command in `commands` asked for (`--total-steps`), else `default`."""
     for command in reversed(commands):
         words = shlex.split(command)
-        if "scripts/evaluate.py" not in words and flag_value(words, "--total-steps") is not None:
-            return int(flag_value(words, "--total-steps"))
+        if "scripts/evaluate.py" not in words and (steps := flag_value(words, "--total-steps")) is not None:
+            return int(steps)
     return default
 
 
