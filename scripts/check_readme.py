@@ -1,23 +1,28 @@
-"""Run every command of README.md as written, shortened only in its step counts.
+"""Run every command of README.md and docs/*.md as written, shortened only in its step counts.
 
-Extracts the ```bash blocks' commands (backslash continuations joined) and the
-```python example files whose first line names them (`# my_pkg/walk.py`), writes
-those files into a scratch folder that links the repository's packages and
-scripts (so it looks like the repository root, where the README's commands run)
-and runs the commands there, in README order (a later command may use what an
-earlier one wrote, e.g. `--resume runs/long`).
+Reads README.md, then docs/*.md in name order. Extracts the ```bash blocks'
+commands (backslash continuations joined) and the ```python example files whose
+first line names them (`# my_pkg/walk.py`; a page may run a file another page
+shows), writes those files into a scratch folder that links the repository's
+packages and scripts (so it looks like the repository root, where the commands
+run) and runs the commands there, in page order (a later command may use what an
+earlier one wrote, e.g. `--resume runs/long`). Before running anything it checks
+that every relative link of those pages (`[text](path)`) names a file or folder
+that exists; a broken link fails the check.
 
 Shortening: every training command (also behind `launch_local.py ... --`, and
 `reproduce.py`, whose flags after its own `--` go to the training script) gets
 its `--total-steps` divided by `--scale` but at least `--default-steps` (which
 it gets when it gives none and does not resume), and
 `--checkpoint.stop-after-updates` / `--checkpoint.every-updates` are divided
-too; benchmarks get `--quick`. A command whose README comment starts with
+too; benchmarks get `--quick`; an example file's `total_steps=N` literals are
+divided the same way (a file run by `python FILE.py`). A command whose comment starts with
 `Ctrl-C` is sent SIGINT once it says it has compiled (so during its first
 training call), as a user would stop it, and must still exit 0. Installs, TPU (`gcloud`) and SLURM (`srun`) lines are listed as skipped.
 
 Usage:
   python scripts/check_readme.py                      # all commands; markdown table + JSON summary
+  python scripts/check_readme.py --docs docs/agents.md  # only this page's commands (and links)
   python scripts/check_readme.py --list               # only show what would run
   python scripts/check_readme.py --only 'resume|plot' --keep /tmp/readme-run
 """
@@ -45,13 +50,23 @@ BENCH_SCRIPTS = ("scripts/bench_anakin.py", "scripts/bench_sebulba.py", "scripts
 
 
 class Command(NamedTuple):
-    line: int  # README line where it starts
-    text: str  # the command as the README writes it (continuations joined)
+    line: int  # line of its page where it starts
+    text: str  # the command as the page writes it (continuations joined)
     comment: str  # its trailing comment, if any
+    source: str = "README.md"  # its page, relative to the repository root
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line}"
 
 
-def extract(readme: str) -> tuple[dict[str, str], list[Command], list[Command]]:
-    """`(example files by path, commands to run, commands skipped)` of a README's code blocks."""
+def doc_paths(root: Path = ROOT) -> list[Path]:
+    """The pages whose commands are checked: README.md, then docs/*.md in name order."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def extract(readme: str, source: str = "README.md") -> tuple[dict[str, str], list[Command], list[Command]]:
+    """`(example files by path, commands to run, commands skipped)` of a page's code blocks."""
     files: dict[str, str] = {}
     run: list[Command] = []
     skipped: list[Command] = []
@@ -61,8 +76,43 @@ def extract(readme: str) -> tuple[dict[str, str], list[Command], list[Command]]:
             files[first.lstrip("# ").split()[0]] = body
         elif lang == "bash":
             for command in _commands(body, start):
+                command = command._replace(source=source)
                 (skipped if command.text.startswith(SKIP_PREFIXES) else run).append(command)
     return files, run, skipped
+
+
+def extract_pages(paths: list[Path], root: Path = ROOT) -> tuple[dict[str, str], list[Command], list[Command]]:
+    """`extract` over several pages, in order; two pages showing one file name differently is an error."""
+    files: dict[str, str] = {}
+    run: list[Command] = []
+    skipped: list[Command] = []
+    for path in paths:
+        source = _relative(path, root)
+        page_files, page_run, page_skipped = extract(path.read_text(), source)
+        clashes = [name for name, code in page_files.items() if files.get(name, code) != code]
+        if clashes:
+            raise ValueError(f"{source} shows {', '.join(clashes)} differently from an earlier page")
+        files.update(page_files)
+        run += page_run
+        skipped += page_skipped
+    return files, run, skipped
+
+
+def broken_links(path: Path, root: Path = ROOT) -> list[str]:
+    """`page:line: target` for every relative markdown link of `path` that names no file or folder.
+
+    Web links (`scheme:`) and links to an anchor of the same page (`#...`) are not checked;
+    a link's own `#anchor` is dropped before the path is resolved from the page's folder.
+    """
+    lines = enumerate(path.read_text().splitlines(), start=1)
+    links = [(number, target) for number, line in lines for target in re.findall(r"\]\(([^)\s]+)\)", line)]
+    local = [(n, t) for n, t in links if not (re.match(r"^[a-z][a-z0-9+.-]*:", t) or t.startswith("#"))]
+    return [f"{_relative(path, root)}:{n}: {t}" for n, t in local if not (path.parent / t.split("#")[0]).exists()]
+
+
+def _relative(path: Path, root: Path) -> str:
+    path = path.resolve()
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
 def _blocks(readme: str):
@@ -131,6 +181,13 @@ def shorten(argv: list[str], scale: int, default_steps: int) -> list[str]:
     return argv
 
 
+def shorten_source(code: str, scale: int, default_steps: int) -> str:
+    """An example file with each `total_steps=N` literal divided by `scale`, at least `default_steps`."""
+    def shorter(match: re.Match) -> str:
+        return f"total_steps={max(default_steps, int(match.group(1).replace('_', '')) // scale)}"
+    return re.sub(r"\btotal_steps=(\d[\d_]*)", shorter, code)
+
+
 def _shorten_training(flags: list[str], scale: int, default_steps: int) -> list[str]:
     flags = list(flags)
     for name in ("--total-steps", "--checkpoint.stop-after-updates", "--checkpoint.every-updates"):
@@ -191,58 +248,73 @@ def _split_env(words: list[str]) -> tuple[dict[str, str], list[str]]:
 
 
 def main() -> int:
+    args = _parser().parse_args()
+    pages = [Path(p) for p in args.docs] if args.docs else doc_paths()
+    broken = [b for page in pages for b in broken_links(page)]
+    for link in broken:
+        print(f"{link} (broken link: no such file or folder)")
+    files, commands, skipped = extract_pages(pages)
+    if args.only:
+        commands = [c for c in commands if re.search(args.only, c.text)]
+    if args.list:
+        for c in commands:
+            print(f"{c.where}: {' '.join(shorten(shlex.split(c.text), args.scale, args.default_steps))}")
+        for c in skipped:
+            print(f"{c.where}: (skipped) {c.text}")
+        return 1 if broken else 0
+    files = {path: shorten_source(code, args.scale, args.default_steps) for path, code in files.items()}
+    cwd = _scratch_folder(args.keep, files)
+    outcomes = []
+    for command in commands:
+        outcome = run_one(command, cwd, args.scale, args.default_steps, args.timeout)
+        outcomes.append(outcome)
+        status = "ok" if outcome.returncode == 0 else f"FAILED (exit {outcome.returncode})"
+        print(f"{command.where} {status} in {outcome.seconds:.0f}s: {outcome.ran}", flush=True)
+        if outcome.returncode != 0:
+            print(outcome.tail, flush=True)
+    return _report(outcomes, skipped, broken, cwd, args.json)
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--readme", default=str(ROOT / "README.md"))
+    parser.add_argument("--docs", nargs="+", help="check these pages only (default: README.md and docs/*.md)")
     parser.add_argument("--only", help="run only commands matching this regex")
-    parser.add_argument("--list", action="store_true", help="print the commands and exit")
+    parser.add_argument("--list", action="store_true", help="print the commands (and broken links) and exit")
     parser.add_argument("--scale", type=int, default=100, help="divide step counts by this")
     parser.add_argument("--default-steps", type=int, default=2048,
                         help="total steps of commands that give none (and the floor of shortened totals)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per command")
     parser.add_argument("--keep", help="run in this folder (kept) instead of a temporary one")
     parser.add_argument("--json", help="also write the summary to this file")
-    args = parser.parse_args()
+    return parser
 
-    files, commands, skipped = extract(Path(args.readme).read_text())
-    if args.only:
-        commands = [c for c in commands if re.search(args.only, c.text)]
-    if args.list:
-        for c in commands:
-            print(f"README:{c.line}: {' '.join(shorten(shlex.split(c.text), args.scale, args.default_steps))}")
-        for c in skipped:
-            print(f"README:{c.line}: (skipped) {c.text}")
-        return 0
-    cwd = Path(args.keep or tempfile.mkdtemp(prefix="podrl-readme-"))
+
+def _scratch_folder(keep: str | None, files: dict[str, str]) -> Path:
+    """A folder that looks like the repository root (where the pages' commands run), with the example files."""
+    cwd = Path(keep or tempfile.mkdtemp(prefix="podrl-readme-"))
     cwd.mkdir(parents=True, exist_ok=True)
-    for name in ("scripts", "podrl", "agents", "envs"):  # README commands run from the repository root
+    for name in ("scripts", "podrl", "agents", "envs"):
         if not (cwd / name).exists():
             (cwd / name).symlink_to(ROOT / name)
     for path, code in files.items():
         (cwd / path).parent.mkdir(parents=True, exist_ok=True)
         (cwd / path).write_text(code)
-    outcomes = []
-    for command in commands:
-        outcome = run_one(command, cwd, args.scale, args.default_steps, args.timeout)
-        outcomes.append(outcome)
-        status = "ok" if outcome.returncode == 0 else f"FAILED (exit {outcome.returncode})"
-        print(f"README:{command.line} {status} in {outcome.seconds:.0f}s: {outcome.ran}", flush=True)
-        if outcome.returncode != 0:
-            print(outcome.tail, flush=True)
-    return _report(outcomes, skipped, cwd, args.json)
+    return cwd
 
 
-def _report(outcomes: list[Outcome], skipped: list[Command], cwd: Path, json_path: str | None) -> int:
-    print("\n| README line | command (as run) | exit | seconds |\n|---:|---|---:|---:|")
+def _report(outcomes: list[Outcome], skipped: list[Command], broken: list[str], cwd: Path,
+            json_path: str | None) -> int:
+    print("\n| page:line | command (as run) | exit | seconds |\n|---|---|---:|---:|")
     for o in outcomes:
-        print(f"| {o.command.line} | `{o.ran.replace(sys.executable, 'python')}` | {o.returncode} | {o.seconds:.0f} |")
+        print(f"| {o.command.where} | `{o.ran.replace(sys.executable, 'python')}` | {o.returncode} | {o.seconds:.0f} |")
     failed = [o for o in outcomes if o.returncode != 0]
     summary = {"commands": len(outcomes), "passed": len(outcomes) - len(failed), "failed": len(failed),
-               "failed_lines": [o.command.line for o in failed], "skipped": [c.text for c in skipped],
-               "folder": str(cwd)}
+               "failed_lines": [o.command.where for o in failed], "skipped": [c.text for c in skipped],
+               "broken_links": broken, "folder": str(cwd)}
     print(json.dumps(summary, indent=2))
     if json_path:
         Path(json_path).write_text(json.dumps(summary, indent=2))
-    return 1 if failed else 0
+    return 1 if failed or broken else 0
 
 
 if __name__ == "__main__":
