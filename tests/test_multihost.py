@@ -22,6 +22,10 @@ from podrl.distributed import DistributedConfig, initialize
 from podrl.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from check_readme import doc_paths  # noqa: E402  (README.md and docs/*.md)
+
 LAUNCH = [sys.executable, str(ROOT / "scripts" / "launch_local.py")]
 WORKER = [sys.executable, str(ROOT / "tests" / "multihost_worker.py")]
 
@@ -121,8 +125,8 @@ def test_sebulba_two_processes_share_one_learner(tmp_path):
 
 
 def readme_launch_commands() -> dict[str, list[str]]:
-    """The README's `launch_local.py` commands (continuation lines joined), by training script."""
-    text = (ROOT / "README.md").read_text().replace("\\\n", " ")
+    """The `launch_local.py` commands of README.md and docs/*.md (continuation lines joined), by training script."""
+    text = "\n".join(page.read_text() for page in doc_paths()).replace("\\\n", " ")
     lines = [line.split() for line in text.splitlines() if line.startswith("python scripts/launch_local.py")]
     return {next(w for w in words if w.startswith("scripts/train_")): words for words in lines}
 

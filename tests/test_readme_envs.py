@@ -1,4 +1,4 @@
-"""The README's "Plug in your own environment" examples run as written, through the CLI."""
+"""The "Plug in your own environment" examples (docs/environments.md) run as written, through the CLI."""
 
 from __future__ import annotations
 
@@ -15,19 +15,26 @@ from agents.ppo import PPOConfig
 from untrained import sebulba_initial_return
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from check_readme import doc_paths  # noqa: E402  (README.md and docs/*.md: the pages whose commands run)
+
+
+def pages_text() -> str:
+    return "\n".join(page.read_text() for page in doc_paths())
 
 
 def readme_block(header: str) -> str:
-    """The python code block of README.md whose first line is `# <header>`."""
-    text = (ROOT / "README.md").read_text()
+    """The python code block of README.md or docs/*.md whose first line is `# <header>`."""
+    text = pages_text()
     for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
         if block.startswith(f"# {header}"):
             return block
-    raise AssertionError(f"README has no python block starting with '# {header}'")
+    raise AssertionError(f"README.md and docs/*.md have no python block starting with '# {header}'")
 
 
 def readme_command(env_arg: str) -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    text = pages_text()
     line = next(l for l in text.splitlines() if l.startswith("python scripts/") and env_arg in l)
     return line.split()
 
