@@ -12,7 +12,7 @@ import shlex
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from plot import Series, draw
+from plot import Series, curve_label, draw, warn_if_short
 from podrl import presets
 
 FINAL_FRACTION = 0.1
@@ -108,14 +108,17 @@ def spread(values: list[float]) -> str:
 
 
 def plot_env(result: EnvResult, curve: Series, anchor: presets.Anchor | None, path: Path) -> None:
-    """The learning curve PNG: mean over seeds with a min-max band, the anchor as a dashed line."""
+    """The learning curve PNG: mean over seeds with a min-max band (one seed: its values), markers on a
+    short curve, the anchor as a dashed line."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    warn_if_short(curve, f"{result.env}: learning curve")
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    draw(ax, curve, "C0", f"podrl, {result.seeds} seed(s): mean, min-max")
+    seeds = f"{result.seeds} seeds" if result.seeds > 1 else "1 seed"
+    draw(ax, curve, "C0", curve_label(curve, f"podrl, {seeds}"))
     if anchor is not None:
         ax.axhline(anchor.value, color="C3", linestyle="--", label=f"published: {anchor.value:g}")
     ax.set_xlabel("env steps")
