@@ -93,6 +93,8 @@ class RunConfig:
     """Greedy episodes per evaluation (Anakin: per seed, rounded up to a multiple of the device count)."""
     eval_max_steps: int = 1000
     """Step bound of one evaluation episode (for envs without a time limit)."""
+    compile_cache: str = "auto"
+    """Persistent compilation cache (training scripts): 'auto' (JAX_COMPILATION_CACHE_DIR, else ~/.cache/podrl/jax), 'none', or a folder."""
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
     """Logging settings."""
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
