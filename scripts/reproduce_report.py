@@ -20,6 +20,17 @@ FINAL_FRACTION = 0.1
 """The final return is the mean episode return over this last fraction of the logged records."""
 
 
+DEFINITIONS = (
+    f"Final return: the mean episode return over the last {FINAL_FRACTION:.0%} of the records that logged one, "
+    "per seed; the table gives the mean over seeds and [min, max]. Greedy eval: the last evaluation of the greedy "
+    "policy; for a run stopped before its own, `scripts/evaluate.py` on its last checkpoint (the command is "
+    "below). Wall time counts process start to exit, compile included. SPS: the median over the run's records "
+    "of the env steps per second of each logging window (an Anakin program's seeds together; the mean of the "
+    "seeds' runs for Sebulba, one process per seed); each training command's closing line in `train.log` "
+    "gives its own average instead (its env steps over its training seconds).")
+"""What the report's columns mean."""
+
+
 class EnvResult(NamedTuple):
     """What one env's runs gave (per seed where a list)."""
 
@@ -159,13 +170,7 @@ def report(preset: presets.Preset, results: list[EnvResult], invocation: dict[st
         f"Hyperparameters: {preset.source}.", "",
         made, "",
         f"Machine: {invocation['machine']}.", "",
-        f"Final return: the mean episode return over the last {FINAL_FRACTION:.0%} of the records that logged one, "
-        "per seed; the table gives the mean over seeds and [min, max]. Greedy eval: the last evaluation of the greedy "
-        "policy; for a run stopped before its own, `scripts/evaluate.py` on its last checkpoint (the command is "
-        "below). Wall time counts process start to exit, compile included. SPS: the median over the run's records "
-        "of the env steps per second of each logging window (an Anakin program's seeds together; the mean of the "
-        "seeds' runs for Sebulba, one process per seed); each training command's closing line in `train.log` "
-        "gives its own average instead (its env steps over its training seconds).", "",
+        DEFINITIONS, "",
         "| env | seeds | env steps | final return | greedy eval | published | wall time | SPS |",
         "|---|---:|---:|---|---|---:|---:|---:|",
     ]
