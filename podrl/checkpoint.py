@@ -32,7 +32,7 @@ from podrl.config import CheckpointConfig
 from podrl.errors import ConfigError, UserInputError
 
 SAFE_TO_CHANGE = {"total_steps", "logging", "eval_every", "eval_episodes", "eval_max_steps", "checkpoint",
-                  "updates_per_call", "log_every", "timeout_s"}
+                  "updates_per_call", "log_every", "timeout_s", "compile_cache"}
 """Run fields that may differ between a checkpoint and the run resuming it."""
 
 

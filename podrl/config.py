@@ -14,7 +14,7 @@ from typing import Annotated, ClassVar
 import tyro
 
 from envs.registry import UnknownEnvError, check_name
-from podrl.errors import ConfigError, require_int, require_number
+from podrl.errors import ConfigError, require_choice, require_int, require_number
 from podrl.population import check_sweep, parse_sweep
 from podrl.types import AgentConfig
 
@@ -33,6 +33,16 @@ class LoggingConfig:
     """Print a progress line after each compiled call."""
     profile: Annotated[str | None, tyro.conf.arg(aliases=("--profile",))] = None
     """Write a jax.profiler trace of a few training calls into this folder (open it in perfetto or TensorBoard)."""
+    wandb_project: str | None = None
+    """Also log config and metrics (per seed/member too) to this Weights & Biases project (the 'wandb' extra)."""
+    wandb_entity: str | None = None
+    """The W&B entity (user or team) of the project; None = your default entity."""
+    wandb_mode: str | None = None
+    """W&B mode: 'online', 'offline' (sync later with `wandb sync`) or 'disabled'; None = WANDB_MODE, else online."""
+
+    def __post_init__(self):
+        if self.wandb_mode is not None:
+            require_choice(self, "wandb_mode", ("online", "offline", "disabled"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +93,8 @@ class RunConfig:
     """Greedy episodes per evaluation (Anakin: per seed, rounded up to a multiple of the device count)."""
     eval_max_steps: int = 1000
     """Step bound of one evaluation episode (for envs without a time limit)."""
+    compile_cache: str = "auto"
+    """Persistent compilation cache (training scripts): 'auto' (JAX_COMPILATION_CACHE_DIR, else ~/.cache/podrl/jax), 'none', or a folder."""
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
     """Logging settings."""
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)

@@ -1,11 +1,14 @@
-"""Run reporting: a console progress line, JSONL metrics, TensorBoard, the resolved config.
+"""Run reporting: a console progress line, JSONL metrics, TensorBoard, Weights & Biases, the resolved config.
 
-Only process 0 writes (multi-host runs call this on every process).
+Only process 0 writes (multi-host runs call this on every process). TensorBoard and W&B get the
+same scalars (`scalars`): each number of a record, and `<key>/seed<i>` for each seed (or
+population member) of a `<key>_per_seed` list; W&B also gets the resolved config.
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import math
 import os
@@ -18,6 +21,7 @@ import numpy as np
 
 from podrl.config import LoggingConfig
 from podrl.config_json import jsonable
+from podrl.errors import ConfigError
 
 
 def format_duration(seconds: float) -> str:
@@ -45,12 +49,19 @@ class RunLogger:
         self.run_dir: str | None = None
         self._jsonl = None
         self._tb = None
+        self._wandb = None
         self._start = time.perf_counter()
-        if not self.enabled or settings.run_dir is None:
+        if not self.enabled:
             return
         name = settings.run_name or f"{default_name}__{time.strftime('%Y%m%d-%H%M%S')}"
-        self.run_dir = run_dir or os.path.join(settings.run_dir, name)
-        os.makedirs(self.run_dir, exist_ok=True)
+        if settings.run_dir is not None:
+            self.run_dir = run_dir or os.path.join(settings.run_dir, name)
+            os.makedirs(self.run_dir, exist_ok=True)
+        if settings.wandb_project is not None:
+            self._wandb = _wandb_run(settings, os.path.basename(self.run_dir) if self.run_dir else name,
+                                     self.run_dir, config, resumed=run_dir is not None)
+        if self.run_dir is None:
+            return
         with open(os.path.join(self.run_dir, "config.json"), "w") as f:
             json.dump(jsonable(config), f, indent=2)
         metrics = os.path.join(self.run_dir, "metrics.jsonl")
@@ -82,15 +93,10 @@ class RunLogger:
             self._jsonl.write(json.dumps(record) + "\n")
             self._jsonl.flush()
         if self._tb is not None:
-            for key, value in record.items():
-                if key == "step":
-                    continue
-                if isinstance(value, (int, float)):
-                    self._tb.add_scalar(key, value, step)
-                elif isinstance(value, list) and key.endswith("_per_seed"):
-                    for i, v in enumerate(value):
-                        if v is not None:
-                            self._tb.add_scalar(f"{key[:-9]}/seed{i}", v, step)
+            for key, value in scalars(record).items():
+                self._tb.add_scalar(key, value, step)
+        if self._wandb is not None:  # its x axis is `env_step` (see _wandb_run)
+            self._wandb.log({"env_step": int(step), **scalars(record)})
 
     def progress(self, step: int, total: int, sps: float, values: dict[str, float | None]) -> None:
         """Prints one console line: steps, SPS, chosen values and ETA."""
@@ -115,6 +121,23 @@ class RunLogger:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+        if self._wandb is not None:
+            self._wandb.finish()
+            self._wandb = None
+
+
+def scalars(record: dict[str, Any]) -> dict[str, float]:
+    """The scalars of a JSON-ready `record` (not `step`): its numbers, and `<key>/seed<i>` for each
+    non-null entry of a `<key>_per_seed` list. Other lists and dicts (`pbt/parent`) are left out."""
+    out: dict[str, float] = {}
+    for key, value in record.items():
+        if key == "step" or isinstance(value, bool):
+            continue
+        if isinstance(value, (int, float)):
+            out[key] = value
+        elif isinstance(value, list) and key.endswith("_per_seed"):
+            out.update({f"{key[:-9]}/seed{i}": v for i, v in enumerate(value) if isinstance(v, (int, float))})
+    return out
 
 
 def _supersede_after(path: str, step: int) -> float:
@@ -146,3 +169,24 @@ def _tensorboard_writer(run_dir: str, purge_step: int | None, tag: str):
               "(pip install 'podrl[tensorboard]')", file=sys.stderr)
         return None
     return SummaryWriter(run_dir, purge_step=purge_step)
+
+
+def _wandb_run(settings: LoggingConfig, name: str, run_dir: str | None, config: dict[str, Any], resumed: bool):
+    """A W&B run named `name`, its files under `run_dir` (else W&B's default folder), plotted against
+    `env_step`. Its id is fixed by the run directory, so a resumed run continues the same W&B run
+    (its redone updates appear twice there: W&B keeps what it was sent, TensorBoard purges)."""
+    try:
+        import wandb
+    except ImportError:
+        raise ConfigError("logging.wandb_project", "needs the wandb package: pip install 'podrl[wandb]' "
+                                                   "(or leave --logging.wandb-project unset)") from None
+    run_id = None
+    if run_dir is not None:
+        digest = hashlib.sha1(os.path.abspath(run_dir).encode()).hexdigest()[:8]
+        run_id = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)[:48] + "-" + digest
+    run = wandb.init(project=settings.wandb_project, entity=settings.wandb_entity, mode=settings.wandb_mode,
+                     dir=run_dir, name=name, id=run_id, resume="allow" if resumed else None,
+                     config=jsonable(config), settings=wandb.Settings(console="off"))
+    run.define_metric("env_step")
+    run.define_metric("*", step_metric="env_step")
+    return run

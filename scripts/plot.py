@@ -13,7 +13,9 @@ and, for each population run (`--population N --sweep ...`), one more:
 One colour per run; the legend is the run directory's name, with the layout, env
 and agent read from its config.json when there is one. Multi-seed runs
 (`--num-seeds N`, records with `<key>_per_seed` lists) are drawn as the mean over
-seeds with a shaded min-max band. A directory without metrics.jsonl is an error
+seeds with a shaded min-max band. A curve with fewer than 60 points has a marker at
+each point; one with fewer than 2 (a run shorter than its logging interval) gets a warning on
+stderr. The legend sits below the axes. A directory without metrics.jsonl is an error
 (exit code 2, naming the path).
 """
 
@@ -27,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-RETURN_KEYS = (("episode_return", "episode return", "-", None), ("eval_return", "eval return (greedy)", "--", "o"))
+RETURN_KEYS = (("episode_return", "episode return", "-", "s"), ("eval_return", "eval return (greedy)", "--", "o"))
 """(metrics key, legend suffix, line style, marker)."""
 
 FIGURES = ("return_vs_steps.png", "return_vs_wall_time.png", "sps_vs_steps.png")
@@ -122,17 +124,35 @@ def series(records: list[dict[str, Any]], x_key: str, y_key: str) -> Series | No
     return Series(xs, means, lows if banded else None, highs if banded else None)
 
 
-def draw(ax, s: Series, color, label: str, linestyle: str = "-", marker: str | None = None) -> None:
-    ax.plot(s.x, s.mean, color=color, linestyle=linestyle, marker=marker, markersize=4, label=label)
+MARKER_BELOW = 60
+"""A curve with fewer points than this is drawn with a marker at each point (a single point stays visible)."""
+
+
+def draw(ax, s: Series, color, label: str, linestyle: str = "-", marker: str | None = "o") -> None:
+    """`s` as a line (markers when it has fewer than MARKER_BELOW points) with its min-max band, if any."""
+    shown = marker if len(s.x) < MARKER_BELOW else None
+    ax.plot(s.x, s.mean, color=color, linestyle=linestyle, marker=shown, markersize=4, label=label)
     if s.low is not None:
         ax.fill_between(s.x, s.low, s.high, color=color, alpha=0.2, linewidth=0)
+
+
+def curve_label(s: Series, label: str) -> str:
+    """`label` plus what is drawn: the mean over seeds with a min-max band, or one seed's values."""
+    return label + (" (mean, min-max over seeds)" if s.low is not None else "")
+
+
+def warn_if_short(s: Series, what: str) -> None:
+    """A warning on stderr when `s` has fewer than 2 points (the curve is a single marker, no line)."""
+    if len(s.x) < 2:
+        print(f"warning: {what}: {len(s.x)} point(s) to draw, so no line (a run shorter than its "
+              "logging interval?); drawn as a marker", file=sys.stderr)
 
 
 def figure(runs: list[Run], x_key: str, y_specs, xlabel: str, ylabel: str, title: str, path: Path) -> None:
     """One figure: every run, every (key, suffix, style, marker) in `y_specs`."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(8, 5.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     drawn = 0
     for i, run in enumerate(runs):
@@ -141,9 +161,8 @@ def figure(runs: list[Run], x_key: str, y_specs, xlabel: str, ylabel: str, title
             if s is None:
                 continue
             label = run.label if len(y_specs) == 1 else f"{run.label}: {suffix}"
-            if s.low is not None:
-                label += " (mean, min-max over seeds)"
-            draw(ax, s, colors[i % len(colors)], label, style, marker if len(s.x) < 60 else None)
+            warn_if_short(s, f"{run.path}: {key} vs {x_key}")
+            draw(ax, s, colors[i % len(colors)], curve_label(s, label), style, marker)
             drawn += 1
     if not drawn:
         ax.text(0.5, 0.5, "no data for this plot in the given runs", ha="center", va="center", transform=ax.transAxes)
@@ -151,10 +170,11 @@ def figure(runs: list[Run], x_key: str, y_specs, xlabel: str, ylabel: str, title
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
-    if drawn:
-        ax.legend(fontsize=8)
+    if drawn:  # below the axes, so it covers no data and leaves the y-label in place
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1 if drawn > 3 else drawn,
+                  frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -12,11 +12,23 @@ import shlex
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from plot import Series, draw
+from aggregate_scores import aggregate_lines
+from plot import Series, curve_label, draw, warn_if_short
 from podrl import presets
 
 FINAL_FRACTION = 0.1
 """The final return is the mean episode return over this last fraction of the logged records."""
+
+
+DEFINITIONS = (
+    f"Final return: the mean episode return over the last {FINAL_FRACTION:.0%} of the records that logged one, "
+    "per seed; the table gives the mean over seeds and [min, max]. Greedy eval: the last evaluation of the greedy "
+    "policy; for a run stopped before its own, `scripts/evaluate.py` on its last checkpoint (the command is "
+    "below). Wall time counts process start to exit, compile included. SPS: the median over the run's records "
+    "of the env steps per second of each logging window (an Anakin program's seeds together; the mean of the "
+    "seeds' runs for Sebulba, one process per seed); each training command's closing line in `train.log` "
+    "gives its own average instead (its env steps over its training seconds).")
+"""What the report's columns mean."""
 
 
 class EnvResult(NamedTuple):
@@ -108,14 +120,17 @@ def spread(values: list[float]) -> str:
 
 
 def plot_env(result: EnvResult, curve: Series, anchor: presets.Anchor | None, path: Path) -> None:
-    """The learning curve PNG: mean over seeds with a min-max band, the anchor as a dashed line."""
+    """The learning curve PNG: mean over seeds with a min-max band (one seed: its values), markers on a
+    short curve, the anchor as a dashed line."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    warn_if_short(curve, f"{result.env}: learning curve")
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    draw(ax, curve, "C0", f"podrl, {result.seeds} seed(s): mean, min-max")
+    seeds = f"{result.seeds} seeds" if result.seeds > 1 else "1 seed"
+    draw(ax, curve, "C0", curve_label(curve, f"podrl, {seeds}"))
     if anchor is not None:
         ax.axhline(anchor.value, color="C3", linestyle="--", label=f"published: {anchor.value:g}")
     ax.set_xlabel("env steps")
@@ -128,9 +143,22 @@ def plot_env(result: EnvResult, curve: Series, anchor: presets.Anchor | None, pa
     plt.close(fig)
 
 
+def aggregate(preset: presets.Preset, results: list[EnvResult]) -> list[str]:
+    """The IQM / optimality-gap lines of a multi-seed report over the envs with a published return
+    (none for one seed: a bootstrap over one run says nothing)."""
+    scored = [r for r in results if r.seeds > 1 and r.env in preset.anchors]
+    if not scored:
+        return []
+    rows = {"final return": [r.final_return for r in scored], "greedy eval": [r.eval_return for r in scored]}
+    return [""] + aggregate_lines(rows, [preset.anchors[r.env].value for r in scored], [r.env for r in scored])
+
+
 def report(preset: presets.Preset, results: list[EnvResult], invocation: dict[str, Any],
            rebuilt: str | None = None) -> str:
-    """The markdown report of `invocation` (see `invocation_of`); `rebuilt`: the date of a `--report-only`."""
+    """The markdown report of `invocation` (see `invocation_of`); `rebuilt`: the date of a `--report-only`.
+
+    `invocation["notes"]` (optional, written into results.json by hand): paragraphs printed under the
+    table, for what the records cannot say (e.g. a figure measured outside the run)."""
     made = f"Made by `python scripts/reproduce.py {shlex.join(invocation['argv'])}` on {invocation['date']}"
     for later in invocation.get("continued", []):
         elsewhere = f" ({later['machine']})" if later["machine"] != invocation["machine"] else ""
@@ -142,10 +170,7 @@ def report(preset: presets.Preset, results: list[EnvResult], invocation: dict[st
         f"Hyperparameters: {preset.source}.", "",
         made, "",
         f"Machine: {invocation['machine']}.", "",
-        f"Final return: the mean episode return over the last {FINAL_FRACTION:.0%} of the records that logged one, "
-        "per seed; the table gives the mean over seeds and [min, max]. Greedy eval: the last evaluation of the greedy "
-        "policy; for a run stopped before its own, `scripts/evaluate.py` on its last checkpoint (the command is "
-        "below). Wall time counts process start to exit, compile included.", "",
+        DEFINITIONS, "",
         "| env | seeds | env steps | final return | greedy eval | published | wall time | SPS |",
         "|---|---:|---:|---|---|---:|---:|---:|",
     ]
@@ -154,9 +179,11 @@ def report(preset: presets.Preset, results: list[EnvResult], invocation: dict[st
         published = f"{anchor.value:g}" if anchor else "n/a"
         lines.append(f"| {r.env} | {r.seeds} | {r.steps:,} | {spread(r.final_return)} | {spread(r.eval_return)} | "
                      f"{published} | {r.wall_s / 60:.1f} min | {r.sps:,.0f} |")
+    lines += [line for note in invocation.get("notes", []) for line in ("", note)]
     sources = sorted({preset.anchors[r.env].source for r in results if r.env in preset.anchors})
     if sources:
         lines += ["", "Published figures: " + "; ".join(sources) + "."]
+    lines += aggregate(preset, results)
     budget = preset.run.get("total_steps")
     short = [r for r in results if budget and r.steps < 0.99 * budget]  # not the budget floored to whole updates
     if short:

@@ -42,7 +42,9 @@ class TrainAnakinArgs:
 
 def train(args: TrainAnakinArgs) -> None:
     from podrl.anakin import train_anakin
+    from podrl.compile_cache import enable
 
+    enable(args.run.compile_cache)  # before anything compiles
     train_anakin(args.run, args.agent, full_config=args)
 
 

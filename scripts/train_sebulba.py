@@ -41,7 +41,9 @@ class TrainSebulbaArgs:
 
 def train(args: TrainSebulbaArgs) -> None:
     from podrl.sebulba import train_sebulba
+    from podrl.compile_cache import enable
 
+    enable(args.run.compile_cache)  # before anything compiles
     train_sebulba(args.run, args.agent, full_config=args)
 
 

@@ -100,3 +100,70 @@ def test_directory_without_metrics_is_a_clear_error(tmp_path):
     assert not (tmp_path / "plots").exists()  # nothing written before the inputs are checked
     missing = run_plot(str(tmp_path / "does_not_exist"))
     assert missing.returncode == 2 and "does_not_exist" in missing.stderr
+
+
+def _captured_figures(monkeypatch):
+    """The figures the plotting code closes (it closes each after saving), kept open for inspection."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    return figures
+
+
+@pytest.mark.timeout(150)
+def test_a_run_with_one_record_is_drawn_with_markers_and_a_warning(tmp_path, monkeypatch, capsys):
+    """A run shorter than its logging interval has one record per curve: a line without markers
+    draws nothing at all (an empty PNG), so every short curve has markers and a warning."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    import plot
+
+    run = write_run(tmp_path / "short", [{"step": 2048, "wall_time": 1.0, "sps": 900.0, "episode_return": 12.0,
+                                          "eval_return": 20.0}])
+    figures = _captured_figures(monkeypatch)
+    plot.plot_runs([plot.Run(run, "short", plot.read_records(run))], tmp_path / "plots")
+    lines = [line for fig in figures for ax in fig.axes for line in ax.lines]
+    assert len(lines) == 5  # episode and eval return twice (steps, wall time), SPS once
+    assert all(len(line.get_xdata()) == 1 and line.get_marker() not in (None, "None", "") for line in lines)
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 5 and "1 point(s)" in warnings[0] and str(run) in warnings[0]
+
+
+@pytest.mark.timeout(150)
+def test_the_legend_sits_below_the_axes_and_leaves_the_y_label_in_the_figure(tmp_path, monkeypatch):
+    sys.path.insert(0, str(SCRIPT.parent))
+    import plot
+
+    runs = [single_seed_run(tmp_path / "a_long_run_directory_name_one"),
+            multi_seed_run(tmp_path / "a_long_run_directory_name_two")]
+    figures = _captured_figures(monkeypatch)
+    out = tmp_path / "plots"
+    plot.plot_runs([plot.Run(r, plot.run_label(r), plot.read_records(r)) for r in runs], out)
+    fig = figures[0]
+    renderer = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    legend, axes_box = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert legend.y1 <= axes_box.y0  # under the plotting area: it covers no curve
+    ylabel = ax.yaxis.label.get_window_extent(renderer)
+    assert ylabel.x0 >= 0 and ylabel.width > 0
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("mean, min-max over seeds" in t for t in texts if "two" in t)
+    assert not any("min-max" in t for t in texts if "one" in t)  # one seed: no band, none claimed
+
+
+@pytest.mark.timeout(150)
+def test_a_one_seed_learning_curve_does_not_claim_a_band(tmp_path, monkeypatch):
+    sys.path.insert(0, str(SCRIPT.parent))
+    import plot
+    import reproduce_report
+
+    records = [{"step": 1000 * (i + 1), "episode_return": float(i)} for i in range(5)]
+    result = reproduce_report.EnvResult("ale:Pong", 1, 5000, [4.0], [4.0], 1.0, 1.0, [])
+    figures = _captured_figures(monkeypatch)
+    reproduce_report.plot_env(result, plot.series(records, "step", "episode_return"), None, tmp_path / "p.png")
+    (text,) = [t.get_text() for t in figures[0].axes[0].get_legend().get_texts()]
+    assert text == "podrl, 1 seed"
+    assert figures[0].axes[0].lines[0].get_marker() not in (None, "None", "")
