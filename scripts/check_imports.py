@@ -89,14 +89,21 @@ def imported_names(root: pathlib.Path, module: str, is_package: bool, tree: ast.
         if isinstance(node, ast.Import):
             yield from ((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                base = ".".join(anchor + ([base] if base else []))
+            base = absolute_base(package, node)
             yield node.lineno, base
-            yield from ((node.lineno, f"{base}.{a.name}") for a in node.names if is_module(root, f"{base}.{a.name}"))
+            names = (f"{base}.{a.name}".lstrip(".") for a in node.names)
+            yield from ((node.lineno, name) for name in names if is_module(root, name))
         elif isinstance(node, ast.Call) and _dynamic_import(node):
             yield node.lineno, node.args[0].value
+
+
+def absolute_base(package: str, node: ast.ImportFrom) -> str:
+    """The module `from <module> import ...` names, a relative one resolved against `package`."""
+    if not node.level:
+        return node.module or ""
+    parts = package.split(".")
+    anchor = parts[: len(parts) - (node.level - 1)]
+    return ".".join(anchor + ([node.module] if node.module else []))
 
 
 def _dynamic_import(node: ast.Call) -> bool:
