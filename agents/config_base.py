@@ -153,6 +153,8 @@ class AgentConfigBase:
 
     def make_agent(self, env_spec: EnvSpec, total_updates: int) -> Agent:
         """The `Agent` for `env_spec`; `total_updates` calls of `update` make the run (its schedules)."""
+        if not self.AGENT_MODULE:
+            raise NotImplementedError(f"{type(self).__name__} sets no AGENT_MODULE (e.g. 'agents.<name>.agent')")
         return importlib.import_module(self.AGENT_MODULE).make_agent(self, env_spec, total_updates)
 
 
