@@ -1,15 +1,20 @@
-"""Plumbing shared by the feed-forward actor-critic agents (PPO, IMPALA).
+"""Plumbing shared by the actor-critic agents (PPO, IMPALA), and the one `make_optimizer`.
 
-An agent module supplies only what is its own: `make_optimizer(config,
-total_updates)`, `make_loss_fn(config, network)` and `update(parts, train_state,
-trajectory [T, B], key)`; `actor_critic_agent` builds the `podrl.types.Agent`
-around them, with the `ActorCritic` network of `agents.networks` (the config's `torso`,
+An agent module supplies only what is its own: `make_loss_fn(config, network)` and
+`update(parts, train_state, trajectory [T, B], key)`; `actor_critic_agent` builds the
+`podrl.types.Agent` around them, with `make_optimizer`'s optimizer and the `ActorCritic`
+network of `agents.networks` (the config's `torso`,
 `shared_torso`, `hidden_sizes`, `activation`), or with the config's `core` ("lstm",
 "gru") the `agents.cores.RecurrentActorCritic`, whose core state is the actor state
 (`[B, core_size]`, a `(c, h)` pair for lstm; `()` without a core), and `act` extras
 "log_prob" `[B]` and "value" `[B]`. `sgd_step` and `finish_update` are the first and
-last pieces of an `update`; they read only `config`, `optimizer`, `learning_rate` and
-`grad_fn` of their parts, so the value-based agents (`agents.q_learning.QParts`) use them too.
+last pieces of an `update`; they read only `config`, `optimizer`, `learning_rate`,
+`grad_fn` and `hyperparams` of their parts, so the value-based agents
+(`agents.q_learning.QParts`) use them too.
+
+Swept hyperparameters are an explicit input: an update starts with `for_member(parts,
+train_state)`, whose `parts.hyperparams` (the config's `HYPERPARAMS` NamedTuple, from
+`hyperparams_for`) the update passes to GAE / V-trace and `sgd_step` passes to the loss.
 """
 
 from __future__ import annotations
@@ -47,39 +52,43 @@ class ActorCriticConfig(Protocol):
 
 
 class Parts(NamedTuple):
-    """What the agent's pure functions close over (static Python objects)."""
+    """What the agent's pure functions close over (static Python objects), and the `hyperparams`
+    one update uses (`for_member`)."""
 
     config: Any  # the agent's frozen config, an `ActorCriticConfig`
     network: ActorCritic  # or agents.cores.RecurrentActorCritic (config.core)
     dist: ActionDistribution
     optimizer: optax.GradientTransformation
     learning_rate: Callable[[Array], Array]  # optimizer step count -> step size
-    grad_fn: Callable[..., Any]  # jax.value_and_grad(loss_fn, has_aux=True)
-    rebuild: Callable[[Any], "Parts"] | None = None  # config (or HyperparamView) -> Parts with its values
+    grad_fn: Callable[..., Any]  # jax.value_and_grad(loss_fn, has_aux=True); loss_fn(params, batch, key, hyperparams)
+    hyperparams: Any = None  # config.HYPERPARAMS: the swept values the loss reads (the config's own at build)
+    optimizer_for: Callable[[Any], tuple[optax.GradientTransformation, Callable[[Array], Array]]] | None = None
+    # hyperparams -> (optimizer, schedule) with its learning_rate and max_grad_norm
 
 
-class HyperparamView:
-    """An agent config whose swept fields read the member's arrays (`TrainState.hyperparams`,
-    float32 `[]` each, see `podrl.population`); every other attribute is the config's own."""
-
-    def __init__(self, config: Any, hyperparams: dict[str, Array]):
-        self._config, self._hyperparams = config, dict(hyperparams)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        if name in self._hyperparams:
-            return self._hyperparams[name]
-        return getattr(self._config, name)
+def hyperparams_for(config: Any, swept: Any = ()) -> Any:
+    """`config.HYPERPARAMS` with each field a population member's float32 `[]` array from
+    `swept` ({field: array}, `TrainState.hyperparams`) when there, else the config's own value
+    (a Python float, so an unswept program is traced exactly as before). ValueError for a
+    swept name that is not a field of it (`check_sweepable` keeps SWEEPABLE and it equal)."""
+    swept = dict(swept or {})
+    cls = type(config).HYPERPARAMS
+    unknown = sorted(set(swept) - set(cls._fields))
+    if unknown:
+        raise ValueError(f"TrainState.hyperparams has {unknown}, not fields of {cls.__name__} {cls._fields}")
+    return cls(*(swept.get(name, getattr(config, name)) for name in cls._fields))
 
 
-def with_hyperparams(parts: Parts, hyperparams: Any) -> Parts:
-    """`parts` whose optimizer, loss and schedule read `hyperparams` ({field: array}) instead of the
-    config's constants; `parts` itself when there are none (the unswept program is unchanged).
-    The optimizer state's structure does not depend on the values, so states carry over."""
-    if not hyperparams or parts.rebuild is None:
+def for_member(parts: Parts, train_state: TrainState) -> Parts:
+    """`parts` for the update of `train_state`: a population member's swept values
+    (`TrainState.hyperparams`) as `parts.hyperparams`, the optimizer and schedule rebuilt with
+    its learning_rate and max_grad_norm; `parts` itself when nothing is swept. The optimizer
+    state's structure does not depend on the values, so states carry over."""
+    if not train_state.hyperparams:
         return parts
-    return parts.rebuild(HyperparamView(parts.config, hyperparams))
+    hyperparams = hyperparams_for(parts.config, train_state.hyperparams)
+    optimizer, schedule = parts.optimizer_for(hyperparams)
+    return parts._replace(hyperparams=hyperparams, optimizer=optimizer, learning_rate=schedule)
 
 
 def lr_schedule(learning_rate: float, anneal: bool, num_steps: int) -> optax.Schedule:
@@ -112,6 +121,33 @@ def clipped_flat_optimizer(max_grad_norm: float, base: optax.GradientTransformat
     return optax.flatten(chained) if small else chained
 
 
+def make_optimizer(config: Any, total_updates: int, num_params: int | None = None,
+                   learning_rate: Array | float | None = None,
+                   max_grad_norm: Array | float | None = None) -> tuple[optax.GradientTransformation, Any]:
+    """`(optimizer, schedule)` of an `agents.config_base.OptimizerConfig`: global-norm clip then
+    its optimizer (`config.optimizer_args()`: Adam or RMSProp), flattened for small models
+    (`num_params`, see `clipped_flat_optimizer`), the step size annealed over
+    `config.num_optimizer_steps(total_updates)` (`lr_schedule`). `learning_rate` and
+    `max_grad_norm` replace the config's (a population member's arrays) when given."""
+    learning_rate = config.learning_rate if learning_rate is None else learning_rate
+    max_grad_norm = config.max_grad_norm if max_grad_norm is None else max_grad_norm
+    schedule = lr_schedule(learning_rate, config.anneal_lr, config.num_optimizer_steps(total_updates))
+    return clipped_flat_optimizer(max_grad_norm, base_optimizer(config, schedule), num_params), schedule
+
+
+def base_optimizer(config: Any, learning_rate: Any, inject: bool = False) -> optax.GradientTransformation:
+    """The config's optax optimizer (`config.optimizer_args()`) with `learning_rate` (a float,
+    a schedule); with `inject`, wrapped in `optax.inject_hyperparams` (its hyperparameters live
+    in the state, where an update may set them)."""
+    name, kwargs = config.optimizer_args()
+    factory = OPTAX_OPTIMIZERS[name]
+    return (optax.inject_hyperparams(factory) if inject else factory)(learning_rate=learning_rate, **kwargs)
+
+
+OPTAX_OPTIMIZERS = {"adam": optax.adam, "rmsprop": optax.rmsprop}
+"""The optax factory of each name `OptimizerConfig.optimizer_args` may return."""
+
+
 def count_params(network: ActorCritic, env_spec: EnvSpec) -> int:
     """Parameter count of `network` on `env_spec`'s observations (shape-only, nothing is computed)."""
     obs = jax.ShapeDtypeStruct((1,) + tuple(env_spec.observation.shape), env_spec.observation.dtype)
@@ -130,11 +166,12 @@ def actor_critic_agent(
     config: ActorCriticConfig,
     env_spec: EnvSpec,
     total_updates: int,
-    make_optimizer: Callable[..., tuple[optax.GradientTransformation, Callable[[Array], Array]]],
     make_loss_fn: Callable[[Any, ActorCritic], Callable[..., Any]],
     update: Callable[[Parts, TrainState, Trajectory, Array], tuple[TrainState, Metrics]],
 ) -> Agent:
-    """The `Agent` whose `update` is `update(parts, ...)`; `total_updates` calls of it make the run."""
+    """The `Agent` whose `update` is `update(parts, ...)`; `total_updates` calls of it make the run.
+    The optimizer is `make_optimizer`'s; `config.HYPERPARAMS` has learning_rate and max_grad_norm
+    fields, and `make_loss_fn(config, network)` returns `loss_fn(params, batch, key, hyperparams)`."""
     total_updates = check_total_updates(total_updates)
     # The env spec first meets the config here: ConfigError("torso") for a torso that cannot
     # read these observations, before anything is traced or compiled.
@@ -143,12 +180,12 @@ def actor_critic_agent(
     num_params = count_params(network, env_spec)
     dist = action_distribution(env_spec.discrete)
 
-    def build(cfg) -> Parts:  # also called inside `update` with a HyperparamView (a population)
-        optimizer, schedule = make_optimizer(cfg, total_updates, num_params)
-        grad_fn = jax.value_and_grad(make_loss_fn(cfg, network), has_aux=True)
-        return Parts(cfg, network, dist, optimizer, schedule, grad_fn, build)
+    def optimizer_for(hyperparams):
+        return make_optimizer(config, total_updates, num_params, hyperparams.learning_rate, hyperparams.max_grad_norm)
 
-    parts = build(config)
+    optimizer, schedule = make_optimizer(config, total_updates, num_params)
+    grad_fn = jax.value_and_grad(make_loss_fn(config, network), has_aux=True)
+    parts = Parts(config, network, dist, optimizer, schedule, grad_fn, hyperparams_for(config), optimizer_for)
     return Agent(
         init=functools.partial(_init, parts),
         init_actor_state=functools.partial(initial_actor_state, network),
@@ -181,9 +218,11 @@ def sgd_step(parts: Parts, key: Array, carry, minibatch):
     """One optimizer step on `minibatch`, gradients averaged across learner shards.
 
     `carry` is `(params, opt_state)`; returns `(carry, metrics {name: []})`, a `lax.scan` body.
+    The loss gets `parts.hyperparams` as its fourth argument when there are any (actor-critic).
     """
     params, opt_state = carry
-    (_, metrics), grads = learner_value_and_grad(parts.grad_fn, params, minibatch, key)
+    hyperparams = () if parts.hyperparams is None else (parts.hyperparams,)
+    (_, metrics), grads = learner_value_and_grad(parts.grad_fn, params, minibatch, key, *hyperparams)
     updates, opt_state = parts.optimizer.update(grads, opt_state, params)
     return (optax.apply_updates(params, updates), opt_state), metrics
 

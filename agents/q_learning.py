@@ -116,6 +116,7 @@ class QParts(NamedTuple):
     learning_rate: Callable[[Array], Array]  # optimizer step count -> step size
     grad_fn: Callable[..., Any]  # jax.value_and_grad(loss_fn, has_aux=True), w.r.t. network params
     epsilon: Callable[[Array], Array]  # update step -> epsilon, `epsilon_schedule`
+    hyperparams: Any = None  # none swept: `sgd_step` calls the loss with (params, batch, key)
 
 
 def q_agent(

@@ -7,7 +7,7 @@ from typing import Any, Callable, NamedTuple
 
 from envs.types import JaxEnv
 from envs.wrappers import TimeLimit
-from podrl.errors import UserInputError
+from envs.errors import UserInputError
 
 
 class _Entry(NamedTuple):

@@ -1,4 +1,9 @@
-"""Errors podrl raises for bad input, and the field checks that raise them."""
+"""Errors podrl raises for bad input, and the field checks that raise them.
+
+`UserInputError` and `ConfigError` are defined in `envs.errors` (envs import nothing of
+podrl) and re-exported here: the same classes, so `except podrl.errors.ConfigError` also
+catches the ones an env adapter raises.
+"""
 
 from __future__ import annotations
 
@@ -7,26 +12,13 @@ from typing import Any
 
 import numpy as np
 
-
-class UserInputError(Exception):
-    """An error the user caused and can fix: a flag, a config value, their environment, a missing extra.
-
-    Its message is one paragraph: what is wrong, where, what was expected, what came
-    instead, and the fix. The training scripts print it and exit with status 2 (the
-    traceback only with `--debug` or `PODRL_DEBUG=1`). `label` prefixes the message there.
-    """
-
-    label = "error"
+from envs.errors import ConfigError, UserInputError
 
 
-class ConfigError(UserInputError, ValueError):
-    """An invalid configuration value. The message starts with the field name."""
-
-    label = "invalid config"
-
-    def __init__(self, field: str, message: str):
-        self.field = field
-        super().__init__(f"{field}: {message}")
+__all__ = [
+    "UserInputError", "ConfigError", "NonFiniteError", "is_int", "require_int", "require_number", "require_choice",
+    "require_bool", "check_finite",
+]
 
 
 def is_int(value: object) -> bool:

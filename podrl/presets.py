@@ -7,7 +7,9 @@ defaults). `scripts/reproduce.py` runs a preset over seeds and sets the result b
 preset's `anchors`: returns a published source reports for that benchmark at its budget.
 
 Values are plain field names and values (nothing imported from the agents), so this table
-reads as documentation; `preset_args` builds and validates the configs.
+reads as documentation; `preset_args` builds and validates the configs, finding the agent's
+config class in the registry (`agents.AGENTS`, imported lazily: with `podrl.policy` the one
+podrl module allowed to read it, see CONTRIBUTING.md and `scripts/check_imports.py`).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import optax
 
 from agents import replay
-from agents.actor_critic import clipped_flat_optimizer, lr_schedule, sgd_step
+from agents.actor_critic import base_optimizer, clipped_flat_optimizer, lr_schedule, sgd_step
 from agents.dqn.config import DQNConfig
 from agents.dqn.losses import DQNBatch, batched_q_learning_target, make_loss_fn
 from agents.q_learning import QParts, init_train_state, next_params, q_agent, q_values
@@ -58,7 +58,7 @@ def make_optimizer(config: DQNConfig, total_updates: int,
     `schedule(update_step)` (an injected hyperparameter) before its gradient steps: the number
     of gradient steps per update depends on the rollout shape, so DQN anneals per update."""
     schedule = lr_schedule(config.learning_rate, config.anneal_lr, total_updates)
-    adam = optax.inject_hyperparams(optax.adam)(learning_rate=config.learning_rate, eps=config.adam_eps)
+    adam = base_optimizer(config, config.learning_rate, inject=True)
     return clipped_flat_optimizer(config.max_grad_norm, adam, num_params), schedule
 
 

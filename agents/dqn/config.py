@@ -10,21 +10,18 @@ replay_ratio 0.25, target_update_period 10_000 with target_tau 1, min_fill 50k.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
+from agents.config_base import AdamConfig, AgentConfigBase, check_sweepable
 from agents.config_checks import EpsilonConfig, QNetworkConfig, check_epsilon_fields, check_q_network_fields
 from agents.reward_clip import RewardClipConfig, check_reward_clip
 from podrl.errors import ConfigError, require_bool, require_choice, require_int, require_number
-
-if TYPE_CHECKING:
-    from envs.types import EnvSpec
-    from podrl.types import Agent
 
 LOSSES = ("huber", "mse")
 
 
 @dataclasses.dataclass(frozen=True)
-class DQNConfig(RewardClipConfig, EpsilonConfig, QNetworkConfig):
+class DQNConfig(AgentConfigBase, RewardClipConfig, EpsilonConfig, QNetworkConfig, AdamConfig):
     """DQN (Mnih et al. 2015, "Human-level control through deep reinforcement learning",
     Nature 518) with a replay ring buffer per learner shard, a target network (periodic
     hard copy, or Polyak averaging with `target_tau` < 1), optional Double DQN (van Hasselt
@@ -45,14 +42,6 @@ class DQNConfig(RewardClipConfig, EpsilonConfig, QNetworkConfig):
     """Transitions sampled per gradient step, per learner shard."""
     replay_ratio: float = 0.25
     """Gradient steps per env step of this shard: an update of T x B steps does round(replay_ratio * T * B) of them (at least 1)."""
-    learning_rate: float = 1e-3
-    """Adam step size (the start value when `anneal_lr`)."""
-    anneal_lr: bool = True
-    """Decay the step size linearly to 0 over the run's updates (keeps the final greedy policy from collapsing)."""
-    adam_eps: float = 1e-8
-    """Adam epsilon."""
-    max_grad_norm: float = 10.0
-    """Clip gradients to this global norm before Adam."""
     gamma: float = 0.99
     """Discount factor, in [0, 1]."""
     n_step: int = 3
@@ -67,18 +56,19 @@ class DQNConfig(RewardClipConfig, EpsilonConfig, QNetworkConfig):
     """TD error loss: huber (delta 1, as Mnih et al.'s error clipping) or mse."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this before the targets."""
+    max_grad_norm: float = 10.0
+
+    AGENT_MODULE: ClassVar[str] = "agents.dqn.agent"
 
     def __post_init__(self) -> None:
+        self.check_optimizer_fields()
         require_int(self, "buffer_size", "batch_size", "n_step", "target_update_period")
         require_int(self, "min_fill", minimum=0)
         require_number(self, "replay_ratio", low=0.0, low_open=True)
-        require_number(self, "learning_rate", low=0.0, low_open=True)
-        require_number(self, "adam_eps", low=0.0, low_open=True)
-        require_number(self, "max_grad_norm", low=0.0, low_open=True)
         require_number(self, "gamma", low=0.0, high=1.0)
         require_number(self, "target_tau", low=0.0, high=1.0, low_open=True)
         require_number(self, "reward_scale", low=0.0, low_open=True)
-        require_bool(self, "double_dqn", "anneal_lr")
+        require_bool(self, "double_dqn")
         require_choice(self, "loss", LOSSES)
         if self.min_fill > self.buffer_size:
             raise ConfigError("min_fill", f"{self.min_fill} exceeds buffer_size {self.buffer_size}: "
@@ -86,6 +76,7 @@ class DQNConfig(RewardClipConfig, EpsilonConfig, QNetworkConfig):
         check_q_network_fields(self)
         check_epsilon_fields(self)
         check_reward_clip(self)
+        check_sweepable(self)
 
     def sgd_steps(self, rollout_length: int, envs_per_shard: int) -> int:
         """Gradient steps per update: round(replay_ratio * T * B), at least 1."""
@@ -98,9 +89,3 @@ class DQNConfig(RewardClipConfig, EpsilonConfig, QNetworkConfig):
             raise ConfigError("buffer_size", f"one update adds rollout_length * envs_per_shard = {rollout_length} * "
                               f"{envs_per_shard} = {added} transitions to each shard's buffer, more than its "
                               f"{self.buffer_size}; use a larger buffer_size")
-
-    def make_agent(self, env_spec: EnvSpec, total_updates: int) -> Agent:
-        """The DQN `Agent` for `env_spec` (discrete actions); `total_updates` sets the epsilon decay."""
-        from agents.dqn.agent import make_agent
-
-        return make_agent(self, env_spec, total_updates)

@@ -11,15 +11,10 @@ step are `agents.actor_critic`'s.
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import jax
-import optax
 
-from agents.actor_critic import (
-    Parts, actor_critic_agent, clipped_flat_optimizer, finish_update, lr_schedule, sgd_step,
-    with_hyperparams,
-)
+from agents.actor_critic import Parts, actor_critic_agent, finish_update, for_member, make_optimizer, sgd_step
 from agents.impala.config import ImpalaConfig
 from agents.impala.losses import make_loss_fn
 from agents.unroll import env_minibatches
@@ -28,22 +23,12 @@ from podrl.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
 
-
-def make_optimizer(config: ImpalaConfig, total_updates: int,
-                   num_params: int | None = None) -> tuple[optax.GradientTransformation, Any]:
-    """`(optimizer, schedule)`: global-norm clip then Adam or RMSProp, flattened for small models
-    (`num_params`, see `agents.actor_critic.clipped_flat_optimizer`)."""
-    schedule = lr_schedule(config.learning_rate, config.anneal_lr, config.num_optimizer_steps(total_updates))
-    if config.optimizer == "adam":
-        base = optax.adam(schedule, eps=config.optimizer_eps)
-    else:
-        base = optax.rmsprop(schedule, decay=0.99, eps=config.optimizer_eps, eps_in_sqrt=config.rmsprop_eps_in_sqrt)
-    return clipped_flat_optimizer(config.max_grad_norm, base, num_params), schedule
+__all__ = ["make_agent", "make_optimizer"]  # make_optimizer: `agents.actor_critic`'s, re-exported
 
 
 def make_agent(config: ImpalaConfig, env_spec: EnvSpec, total_updates: int) -> Agent:
     """The IMPALA agent for `env_spec`; `total_updates` calls of `update` make the run."""
-    return actor_critic_agent(config, env_spec, total_updates, make_optimizer, make_loss_fn, _update)
+    return actor_critic_agent(config, env_spec, total_updates, make_loss_fn, _update)
 
 
 def _minibatches(traj: Trajectory, m: int) -> Trajectory:
@@ -55,7 +40,7 @@ def _minibatches(traj: Trajectory, m: int) -> Trajectory:
 
 def _update(parts: Parts, train_state: TrainState, traj: Trajectory, key: Array) -> tuple[TrainState, Metrics]:
     """`num_minibatches` SGD steps, one per group of whole env sequences of this shard."""
-    parts = with_hyperparams(parts, train_state.hyperparams)  # a population member's own values
+    parts = for_member(parts, train_state)  # a population member's own hyperparams
     cfg = parts.config
     traj.validate()
     cfg.check_batch(*traj.reward.shape)

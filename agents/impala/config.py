@@ -15,39 +15,39 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
+from agents.config_base import (
+    OPTIMIZERS, AgentConfigBase, OptimizerChoiceConfig, check_sequence_minibatches, check_sweepable,
+)
 from agents.config_checks import NetworkConfig, check_network_fields
 from agents.reward_clip import RewardClipConfig, check_reward_clip
-from podrl.errors import ConfigError, require_bool, require_choice, require_int, require_number
+from podrl.errors import require_choice, require_int, require_number
 
 if TYPE_CHECKING:
-    from envs.types import EnvSpec
-    from podrl.types import Agent
+    import jax
 
-OPTIMIZERS = ("adam", "rmsprop")
-"""Names accepted by `ImpalaConfig.optimizer`."""
+__all__ = ["OPTIMIZERS", "LOSS_REDUCTIONS", "ImpalaConfig", "ImpalaHyperparams"]
 
 LOSS_REDUCTIONS = ("mean", "sum")
 """Names accepted by `ImpalaConfig.loss_reduction`."""
 
 
+class ImpalaHyperparams(NamedTuple):
+    """The values IMPALA's loss and optimizer read that a population may sweep: each a float32
+    `[]` array (a member's, from `TrainState.hyperparams`) or the config's Python float."""
+
+    learning_rate: jax.Array | float
+    entropy_coef: jax.Array | float
+    value_coef: jax.Array | float
+    max_grad_norm: jax.Array | float
+    gamma: jax.Array | float
+
+
 @dataclasses.dataclass(frozen=True)
-class ImpalaConfig(RewardClipConfig, NetworkConfig):
+class ImpalaConfig(AgentConfigBase, RewardClipConfig, NetworkConfig, OptimizerChoiceConfig):
     """IMPALA (Espeholt et al. 2018, arXiv:1802.01561): actor-critic with V-trace off-policy correction."""
 
-    learning_rate: float = 1e-3
-    """Optimizer step size (the start value when `anneal_lr`)."""
-    anneal_lr: bool = True
-    """Decay the step size linearly to 0 over the run's optimizer steps."""
-    optimizer: str = "adam"
-    """Optimizer: adam, or rmsprop (decay 0.99, no momentum, as in the paper)."""
-    optimizer_eps: float = 1e-5
-    """Epsilon of Adam / RMSProp (the paper's RMSProp uses 0.01)."""
-    rmsprop_eps_in_sqrt: bool = True
-    """RMSProp only: True divides by sqrt(nu + eps) (TensorFlow, optax, the IMPALA paper's code);
-    False by sqrt(nu) + eps (PyTorch, TorchBeast, Cleanba). With eps 0.01 they differ a lot: a
-    gradient of 0.01 moves a parameter ~0.1 lr inside the sqrt and ~0.5 lr outside it."""
     gamma: float = 0.99
     """Discount factor, in [0, 1]."""
     vtrace_lambda: float = 1.0
@@ -62,8 +62,6 @@ class ImpalaConfig(RewardClipConfig, NetworkConfig):
     """Weight of the baseline loss 0.5 (v_s - V(x_s))^2."""
     entropy_coef: float = 0.01
     """Weight of the entropy bonus."""
-    max_grad_norm: float = 0.5
-    """Clip gradients to this global norm before the optimizer (the paper uses 40 with summed losses)."""
     reward_scale: float = 0.1
     """Rewards are multiplied by this before V-trace (keeps value targets O(10) for +1-per-step envs)."""
     num_minibatches: int = 1
@@ -73,28 +71,23 @@ class ImpalaConfig(RewardClipConfig, NetworkConfig):
     Cleanba, whose RMSProp eps 0.01 and grad clip 40 assume it (with a mean, eps swamps the tiny
     gradients and the policy barely moves)."""
 
+    AGENT_MODULE: ClassVar[str] = "agents.impala.agent"
+
     SWEEPABLE: ClassVar[dict[str, tuple[float, float]]] = {
         "learning_rate": (0.0, math.inf), "entropy_coef": (0.0, math.inf), "value_coef": (0.0, math.inf),
-        "max_grad_norm": (0.0, math.inf), "gamma": (0.0, 1.0), 
+        "max_grad_norm": (0.0, math.inf), "gamma": (0.0, 1.0),
     }
-    """Fields a population may sweep (`podrl.population`): {field: (low, high)}; update reads them as arrays."""
+    HYPERPARAMS: ClassVar[type] = ImpalaHyperparams
     SHAPE_FIELDS: ClassVar[tuple[str, ...]] = (
         "hidden_sizes", "torso", "shared_torso", "activation", "core", "core_size", "num_minibatches", "optimizer",
         "rmsprop_eps_in_sqrt",
     )
-    """Fields that change the compiled program's shapes or structure: a sweep refuses them."""
 
     def __post_init__(self) -> None:
-        require_number(self, "learning_rate", low=0.0, low_open=True)
-        require_bool(self, "anneal_lr", "rmsprop_eps_in_sqrt")
-        require_choice(self, "optimizer", OPTIMIZERS)
-        if self.optimizer != "rmsprop" and not self.rmsprop_eps_in_sqrt:
-            raise ConfigError("rmsprop_eps_in_sqrt", f"False applies to optimizer='rmsprop' only, got "
-                              f"optimizer={self.optimizer!r} (Adam's eps is always outside the sqrt)")
-        require_number(self, "optimizer_eps", low=0.0, low_open=True)
+        self.check_optimizer_fields()
         require_number(self, "gamma", low=0.0, high=1.0)
         require_number(self, "vtrace_lambda", low=0.0, high=1.0)
-        for name in ("clip_rho", "clip_c", "clip_pg_rho", "max_grad_norm", "reward_scale"):
+        for name in ("clip_rho", "clip_c", "clip_pg_rho", "reward_scale"):
             require_number(self, name, low=0.0, low_open=True)
         require_number(self, "value_coef", low=0.0)
         require_number(self, "entropy_coef", low=0.0)
@@ -102,22 +95,13 @@ class ImpalaConfig(RewardClipConfig, NetworkConfig):
         require_choice(self, "loss_reduction", LOSS_REDUCTIONS)
         check_network_fields(self)
         check_reward_clip(self)
+        check_sweepable(self)
 
     def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
         """Raises ConfigError("num_minibatches") unless it divides the shard's envs (sequences stay whole)."""
-        if envs_per_shard % self.num_minibatches != 0:
-            raise ConfigError(
-                "num_minibatches",
-                f"{self.num_minibatches} minibatches do not divide the {envs_per_shard} envs per shard "
-                f"(IMPALA splits along the env axis and keeps each {rollout_length}-step sequence whole)",
-            )
+        check_sequence_minibatches(self.num_minibatches, envs_per_shard, f"IMPALA splits along the env axis and "
+                                   f"keeps each {rollout_length}-step sequence whole")
 
     def num_optimizer_steps(self, total_updates: int) -> int:
         """Optimizer steps in a run of `total_updates` calls to `update` (drives the lr anneal)."""
         return total_updates * self.num_minibatches
-
-    def make_agent(self, env_spec: EnvSpec, total_updates: int) -> Agent:
-        """The IMPALA `Agent` for `env_spec`; `total_updates` sets the lr anneal horizon."""
-        from agents.impala.agent import make_agent
-
-        return make_agent(self, env_spec, total_updates)

@@ -7,20 +7,23 @@ from typing import TYPE_CHECKING, Callable
 import jax
 import jax.numpy as jnp
 
+from agents.actor_critic import hyperparams_for
 from agents.networks import ActorCritic, action_distribution
 from agents.returns import batched_vtrace, learner_rewards
 from agents.unroll import trajectory_outputs
 from podrl.types import Trajectory
 
 if TYPE_CHECKING:
-    from agents.impala.config import ImpalaConfig
+    from agents.impala.config import ImpalaConfig, ImpalaHyperparams
 
 Array = jax.Array
-LossFn = Callable[[object, Trajectory, Array], tuple[Array, dict[str, Array]]]
+LossFn = Callable[..., tuple[Array, dict[str, Array]]]  # (params, batch, key[, hyperparams])
 
 
 def make_loss_fn(config: ImpalaConfig, network: ActorCritic) -> LossFn:
-    """`loss_fn(params, batch, key) -> (loss, metrics)` for one minibatch of sequences.
+    """`loss_fn(params, batch, key, hyperparams=None) -> (loss, metrics)` for one minibatch of
+    sequences; `hyperparams` (an `ImpalaHyperparams`, default: the config's values) gives gamma,
+    value_coef and entropy_coef.
 
     `batch` is a time-major `Trajectory` `[T, B]` whose `agent_extras["log_prob"]`
     is log mu(a_t|x_t) of the behaviour (acting) policy. With the *current*
@@ -46,15 +49,18 @@ def make_loss_fn(config: ImpalaConfig, network: ActorCritic) -> LossFn:
     dist = action_distribution(network.discrete)
     sg = jax.lax.stop_gradient
 
-    def loss_fn(params, batch: Trajectory, key: Array) -> tuple[Array, dict[str, Array]]:
+    defaults = hyperparams_for(config)
+
+    def loss_fn(params, batch: Trajectory, key: Array, hyperparams: ImpalaHyperparams | None = None):
         del key
+        hp = defaults if hyperparams is None else hyperparams
         dist_params, value, next_value = trajectory_outputs(network, params, batch)
         log_prob = dist.log_prob(dist_params, batch.action)
         log_rho = sg(log_prob) - batch.agent_extras["log_prob"]
         rho = jnp.exp(log_rho)
         vs, pg_advantage = batched_vtrace(
             sg(value), sg(next_value), learner_rewards(batch.reward, config.reward_clip, config.reward_scale),
-            config.gamma * batch.discount, batch.episode_end, rho,
+            hp.gamma * batch.discount, batch.episode_end, rho,
             config.vtrace_lambda, config.clip_rho, config.clip_pg_rho, config.clip_c,
         )
         vs, pg_advantage = sg(vs), sg(pg_advantage)
@@ -62,7 +68,7 @@ def make_loss_fn(config: ImpalaConfig, network: ActorCritic) -> LossFn:
         policy_loss = -jnp.mean(pg_advantage * log_prob)
         value_loss = 0.5 * jnp.mean(jnp.square(vs - value))
         entropy = jnp.mean(dist.entropy(dist_params))
-        loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
+        loss = policy_loss + hp.value_coef * value_loss - hp.entropy_coef * entropy
         if config.loss_reduction == "sum":
             loss = loss * pg_advantage.size  # the sums over the T x B steps; the metrics stay means
         fraction = lambda mask: jnp.mean(mask.astype(jnp.float32))  # noqa: E731

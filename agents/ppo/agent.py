@@ -13,14 +13,11 @@ feed-forward PPO shuffles the `T * B` transitions.
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import jax
-import optax
 
 from agents.actor_critic import (
-    Parts, actor_critic_agent, clipped_flat_optimizer, finish_update, lr_schedule, sgd_step, shuffled_epoch,
-    with_hyperparams,
+    Parts, actor_critic_agent, finish_update, for_member, make_optimizer, sgd_step, shuffled_epoch,
 )
 from agents.cores import is_recurrent
 from agents.ppo.config import PPOConfig
@@ -32,23 +29,18 @@ from podrl.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
 
-
-def make_optimizer(config: PPOConfig, total_updates: int,
-                   num_params: int | None = None) -> tuple[optax.GradientTransformation, Any]:
-    """`(optimizer, schedule)`: global-norm clip then Adam, flattened for small models
-    (`num_params`, see `agents.actor_critic.clipped_flat_optimizer`)."""
-    schedule = lr_schedule(config.learning_rate, config.anneal_lr, config.num_optimizer_steps(total_updates))
-    return clipped_flat_optimizer(config.max_grad_norm, optax.adam(schedule, eps=config.adam_eps), num_params), schedule
+__all__ = ["make_agent", "make_optimizer"]  # make_optimizer: `agents.actor_critic`'s, re-exported
 
 
 def make_agent(config: PPOConfig, env_spec: EnvSpec, total_updates: int) -> Agent:
     """The PPO agent for `env_spec`; `total_updates` calls of `update` anneal lr to 0."""
-    return actor_critic_agent(config, env_spec, total_updates, make_optimizer, make_loss_fn, _update)
+    return actor_critic_agent(config, env_spec, total_updates, make_loss_fn, _update)
 
 
 def _gae_batch(parts: Parts, params, traj: Trajectory) -> PPOBatch:
-    """GAE on the `[T, B]` trajectory: a `[T, B]` PPOBatch (with a core, plus the sequence fields)."""
-    cfg = parts.config
+    """GAE on the `[T, B]` trajectory: a `[T, B]` PPOBatch (with a core, plus the sequence fields);
+    gamma and lambda are `parts.hyperparams`'."""
+    cfg, hp = parts.config, parts.hyperparams
     for name in ("log_prob", "value"):
         if name not in traj.agent_extras:
             raise ValueError(f"Trajectory.agent_extras lacks {name!r}; PPO's act records it")
@@ -56,7 +48,7 @@ def _gae_batch(parts: Parts, params, traj: Trajectory) -> PPOBatch:
     next_value = next_values(parts.network, params, traj)
     advantage, target = batched_gae(
         r_t=learner_rewards(traj.reward, cfg.reward_clip, cfg.reward_scale), discount_t=traj.discount,
-        episode_end_t=traj.episode_end, v_tm1=value, v_t=next_value, gamma=cfg.gamma, lambda_=cfg.gae_lambda,
+        episode_end_t=traj.episode_end, v_tm1=value, v_t=next_value, gamma=hp.gamma, lambda_=hp.gae_lambda,
     )
     batch = PPOBatch(traj.observation, traj.action, traj.agent_extras["log_prob"], advantage, target, value)
     if is_recurrent(parts.network):
@@ -84,7 +76,7 @@ def _sequence_epoch(parts: Parts, batch: PPOBatch, carry, key: Array):
 
 def _update(parts: Parts, train_state: TrainState, traj: Trajectory, key: Array) -> tuple[TrainState, Metrics]:
     """num_epochs x num_minibatches Adam steps on this shard's trajectory."""
-    parts = with_hyperparams(parts, train_state.hyperparams)  # a population member's own values
+    parts = for_member(parts, train_state)  # a population member's own hyperparams
     cfg = parts.config
     traj.validate()
     parts.config.check_batch(*traj.reward.shape)

@@ -7,14 +7,15 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from agents.actor_critic import hyperparams_for
 from agents.networks import ActorCritic, action_distribution
 from agents.unroll import policy_and_value
 
 if TYPE_CHECKING:
-    from agents.ppo.config import PPOConfig
+    from agents.ppo.config import PPOConfig, PPOHyperparams
 
 Array = jax.Array
-LossFn = Callable[[object, "PPOBatch", Array], tuple[Array, dict[str, Array]]]
+LossFn = Callable[..., tuple[Array, dict[str, Array]]]  # (params, batch, key[, hyperparams])
 
 
 class PPOBatch(NamedTuple):
@@ -43,7 +44,9 @@ class PPOBatch(NamedTuple):
 
 
 def make_loss_fn(config: PPOConfig, network: ActorCritic) -> LossFn:
-    """`loss_fn(params, batch, key) -> (loss, metrics)` for one minibatch.
+    """`loss_fn(params, batch, key, hyperparams=None) -> (loss, metrics)` for one minibatch;
+    `hyperparams` (a `PPOHyperparams`, default: the config's values) gives clip_eps,
+    value_coef and entropy_coef.
 
     loss = policy_loss + value_coef * value_loss - entropy_coef * entropy, with
 
@@ -57,10 +60,12 @@ def make_loss_fn(config: PPOConfig, network: ActorCritic) -> LossFn:
     The loss is deterministic; `key` is accepted for the common signature.
     """
     dist = action_distribution(network.discrete)
-    eps = config.clip_eps
+    defaults = hyperparams_for(config)
 
-    def loss_fn(params, batch: PPOBatch, key: Array) -> tuple[Array, dict[str, Array]]:
+    def loss_fn(params, batch: PPOBatch, key: Array, hyperparams: PPOHyperparams | None = None):
         del key
+        hp = defaults if hyperparams is None else hyperparams
+        eps = hp.clip_eps
         dist_params, value = policy_and_value(network, params, batch.observation, batch.actor_state,
                                               batch.episode_end)
         log_ratio = dist.log_prob(dist_params, batch.action) - batch.log_prob
@@ -79,7 +84,7 @@ def make_loss_fn(config: PPOConfig, network: ActorCritic) -> LossFn:
         value_loss = 0.5 * jnp.mean(value_error)
 
         entropy = jnp.mean(dist.entropy(dist_params))
-        loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
+        loss = policy_loss + hp.value_coef * value_loss - hp.entropy_coef * entropy
         metrics = {
             "policy_loss": policy_loss,
             "value_loss": value_loss,

@@ -12,13 +12,11 @@ by `learner_value_and_grad`). The params it hands on carry the next epsilon
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import jax
 import jax.numpy as jnp
-import optax
 
-from agents.actor_critic import clipped_flat_optimizer, finish_update, lr_schedule, shuffled_epoch
+from agents.actor_critic import finish_update, make_optimizer, shuffled_epoch
 from agents.pqn.config import PQNConfig
 from agents.pqn.losses import PQNBatch, make_loss_fn
 from agents.q_learning import QParts, next_params, q_agent, q_values
@@ -28,12 +26,7 @@ from podrl.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
 
-
-def make_optimizer(config: PQNConfig, total_updates: int,
-                   num_params: int | None = None) -> tuple[optax.GradientTransformation, Any]:
-    """`(optimizer, schedule)`: global-norm clip then Adam, flattened for small models."""
-    schedule = lr_schedule(config.learning_rate, config.anneal_lr, config.num_optimizer_steps(total_updates))
-    return clipped_flat_optimizer(config.max_grad_norm, optax.adam(schedule, eps=config.adam_eps), num_params), schedule
+__all__ = ["make_agent", "make_optimizer", "q_lambda_batch"]  # make_optimizer: `agents.actor_critic`'s
 
 
 def make_agent(config: PQNConfig, env_spec: EnvSpec, total_updates: int) -> Agent:

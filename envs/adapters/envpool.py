@@ -25,7 +25,7 @@ from envs.adapters.atari import FIELD, AtariProtocol, atari_protocol, envpool_kw
 from envs.adapters.gymnasium import GymnasiumVectorEnv
 from envs.adapters.optional import import_optional
 from envs.registry import UnknownEnvError
-from podrl.errors import ConfigError
+from envs.errors import ConfigError
 
 
 def import_envpool() -> ModuleType:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from podrl.errors import UserInputError
+from envs.errors import UserInputError
 
 
 class MissingExtraError(UserInputError, ImportError):

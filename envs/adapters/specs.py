@@ -22,7 +22,7 @@ from gymnasium import spaces
 
 from envs.host import EXTRAS_KEYS, HostVectorEnv
 from envs.types import FIRST, LAST, MID, ActionSpec, ObservationSpec, TimeStep
-from podrl.errors import UserInputError
+from envs.errors import UserInputError
 
 
 class UnsupportedSpaceError(UserInputError, TypeError):

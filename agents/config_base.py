@@ -1,0 +1,178 @@
+"""Fields and methods every agent config shares, declared and documented once; imports no JAX.
+
+- `OptimizerConfig`: step size, its linear anneal and the global-norm clip; `AdamConfig` adds
+  Adam's epsilon (`--agent.adam-eps`), `OptimizerChoiceConfig` the choice of Adam or RMSProp
+  (`--agent.optimizer`, `--agent.optimizer-eps`, `--agent.rmsprop-eps-in-sqrt`).
+  `agents.actor_critic.make_optimizer` builds the optax optimizer of either.
+- `EpochsConfig`: `num_epochs` passes of `num_minibatches` shuffled minibatches per update.
+- `AgentConfigBase`: the lazy `make_agent` trampoline (`AGENT_MODULE`) and the population
+  declarations: `SWEEPABLE` ({field: (low, high)}), `HYPERPARAMS` (the NamedTuple of the swept
+  values `update` receives, see `agents.actor_critic.hyperparams_for`) and `SHAPE_FIELDS`.
+  `check_sweepable` refuses, at construction, a sweepable field that cannot be an array.
+
+An agent config inherits these and states only its own defaults: a subclass redeclares a
+shared field with a new default and no docstring (tyro reads the docstring from here).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from podrl.errors import ConfigError, require_bool, require_choice, require_int, require_number
+
+if TYPE_CHECKING:
+    from envs.types import EnvSpec
+    from podrl.types import Agent
+
+OPTIMIZERS = ("adam", "rmsprop")
+"""Names accepted by `OptimizerChoiceConfig.optimizer`."""
+
+RMSPROP_DECAY = 0.99
+"""RMSProp's second-moment decay (the IMPALA paper's; no momentum)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+    """Gradient clip, step size and schedule; a subclass names the optimizer (`optimizer_args`)."""
+
+    learning_rate: float = 1e-3
+    """Optimizer step size (the start value when `anneal_lr`)."""
+    anneal_lr: bool = True
+    """Decay the step size linearly to 0 over the run (its optimizer steps; DQN: its updates)."""
+    max_grad_norm: float = 0.5
+    """Clip gradients to this global norm before the optimizer."""
+
+    def check_optimizer_fields(self) -> None:
+        """ConfigError naming the field unless learning_rate and max_grad_norm are > 0 and anneal_lr a bool."""
+        require_number(self, "learning_rate", low=0.0, low_open=True)
+        require_bool(self, "anneal_lr")
+        require_number(self, "max_grad_norm", low=0.0, low_open=True)
+
+    def optimizer_args(self) -> tuple[str, dict[str, Any]]:
+        """`(name, keyword arguments)` of the optax optimizer besides its learning rate."""
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class AdamConfig(OptimizerConfig):
+    """Adam (Kingma & Ba 2015) after the global-norm clip."""
+
+    adam_eps: float = 1e-8
+    """Adam epsilon."""
+
+    def check_optimizer_fields(self) -> None:
+        super().check_optimizer_fields()
+        require_number(self, "adam_eps", low=0.0, low_open=True)
+
+    def optimizer_args(self) -> tuple[str, dict[str, Any]]:
+        return "adam", {"eps": self.adam_eps}
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerChoiceConfig(OptimizerConfig):
+    """Adam, or RMSProp as in the IMPALA paper, after the global-norm clip."""
+
+    optimizer: str = "adam"
+    """Optimizer: adam, or rmsprop (decay 0.99, no momentum, as in the IMPALA paper)."""
+    optimizer_eps: float = 1e-5
+    """Epsilon of Adam / RMSProp (the IMPALA paper's RMSProp uses 0.01)."""
+    rmsprop_eps_in_sqrt: bool = True
+    """RMSProp only: True divides by sqrt(nu + eps) (TensorFlow, optax, the IMPALA paper's code);
+    False by sqrt(nu) + eps (PyTorch, TorchBeast, Cleanba). With eps 0.01 they differ a lot: a
+    gradient of 0.01 moves a parameter ~0.1 lr inside the sqrt and ~0.5 lr outside it."""
+
+    def check_optimizer_fields(self) -> None:
+        super().check_optimizer_fields()
+        require_bool(self, "rmsprop_eps_in_sqrt")
+        require_choice(self, "optimizer", OPTIMIZERS)
+        if self.optimizer != "rmsprop" and not self.rmsprop_eps_in_sqrt:
+            raise ConfigError("rmsprop_eps_in_sqrt", f"False applies to optimizer='rmsprop' only, got "
+                              f"optimizer={self.optimizer!r} (Adam's eps is always outside the sqrt)")
+        require_number(self, "optimizer_eps", low=0.0, low_open=True)
+
+    def optimizer_args(self) -> tuple[str, dict[str, Any]]:
+        if self.optimizer == "adam":
+            return "adam", {"eps": self.optimizer_eps}
+        return "rmsprop", {"decay": RMSPROP_DECAY, "eps": self.optimizer_eps, "eps_in_sqrt": self.rmsprop_eps_in_sqrt}
+
+
+def check_transition_minibatches(num_minibatches: int, rollout_length: int, envs_per_shard: int) -> None:
+    """ConfigError("num_minibatches") unless it divides the shard's `rollout_length * envs_per_shard` transitions."""
+    batch = rollout_length * envs_per_shard
+    if batch % num_minibatches != 0:
+        raise ConfigError(
+            "num_minibatches",
+            f"{num_minibatches} minibatches do not divide the per-shard batch of "
+            f"rollout_length * envs_per_shard = {rollout_length} * {envs_per_shard} = {batch}",
+        )
+
+
+def check_sequence_minibatches(num_minibatches: int, envs_per_shard: int, why: str) -> None:
+    """ConfigError("num_minibatches") unless it divides the shard's envs; `why` says why sequences stay whole."""
+    if envs_per_shard % num_minibatches != 0:
+        raise ConfigError("num_minibatches",
+                          f"{num_minibatches} minibatches do not divide the {envs_per_shard} envs per shard ({why})")
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochsConfig:
+    """Minibatch SGD over each rollout: `num_epochs` passes of `num_minibatches` minibatches."""
+
+    num_epochs: int = 4
+    """Passes over each rollout per update."""
+    num_minibatches: int = 4
+    """Minibatches per epoch, per learner shard; must divide rollout_length * envs_per_shard (with a core: envs_per_shard, minibatches are whole env sequences)."""
+
+    def check_epoch_fields(self) -> None:
+        """ConfigError naming the field unless num_epochs and num_minibatches are positive ints."""
+        require_int(self, "num_epochs", "num_minibatches")
+
+    def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
+        """Raises ConfigError("num_minibatches") unless it divides the shard's transitions."""
+        check_transition_minibatches(self.num_minibatches, rollout_length, envs_per_shard)
+
+    def num_optimizer_steps(self, total_updates: int) -> int:
+        """Optimizer steps in a run of `total_updates` calls to `update` (drives the lr anneal)."""
+        return total_updates * self.num_epochs * self.num_minibatches
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentConfigBase:
+    """`make_agent` (the lazily imported `AGENT_MODULE.make_agent`) and what a population may sweep."""
+
+    AGENT_MODULE: ClassVar[str] = ""
+    """The module whose `make_agent(config, env_spec, total_updates)` builds the agent (imported on use)."""
+    SWEEPABLE: ClassVar[dict[str, tuple[float, float]]] = {}
+    """Fields a population may sweep (`podrl.population`): {field: (low, high)}; update reads them as arrays."""
+    HYPERPARAMS: ClassVar[type | None] = None
+    """The NamedTuple whose fields are SWEEPABLE's: what the loss and optimizer read per member."""
+    SHAPE_FIELDS: ClassVar[tuple[str, ...]] = ()
+    """Fields that change the compiled program's shapes or structure: a sweep refuses them."""
+
+    def make_agent(self, env_spec: EnvSpec, total_updates: int) -> Agent:
+        """The `Agent` for `env_spec`; `total_updates` calls of `update` make the run (its schedules)."""
+        if not self.AGENT_MODULE:
+            raise NotImplementedError(f"{type(self).__name__} sets no AGENT_MODULE (e.g. 'agents.<name>.agent')")
+        return importlib.import_module(self.AGENT_MODULE).make_agent(self, env_spec, total_updates)
+
+
+def check_sweepable(config: AgentConfigBase) -> None:
+    """ConfigError naming the field unless every SWEEPABLE field can be a float32 array: a float
+    field of the config, not in SHAPE_FIELDS, and a field of HYPERPARAMS (and HYPERPARAMS has no other)."""
+    cls = type(config)
+    types = {f.name: f.type for f in dataclasses.fields(config)}
+    fields = getattr(cls.HYPERPARAMS, "_fields", ())
+    for name in cls.SWEEPABLE:
+        if types.get(name) not in (float, "float"):
+            raise ConfigError(name, f"is in {cls.__name__}.SWEEPABLE but is not a float field (type "
+                                    f"{types.get(name, 'none: no such field')}); a swept value is a float32 array")
+        if name in cls.SHAPE_FIELDS:
+            raise ConfigError(name, f"is in both {cls.__name__}.SWEEPABLE and SHAPE_FIELDS")
+        if name not in fields:
+            raise ConfigError(name, f"is in {cls.__name__}.SWEEPABLE but not a field of its HYPERPARAMS "
+                                    f"({getattr(cls.HYPERPARAMS, '__name__', None)}), so update would never read it")
+    for name in fields:
+        if name not in cls.SWEEPABLE:
+            raise ConfigError(name, f"is a field of {cls.HYPERPARAMS.__name__} but not in {cls.__name__}.SWEEPABLE")

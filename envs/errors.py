@@ -1,0 +1,30 @@
+"""The errors envs raise for bad input; `podrl.errors` re-exports these same classes.
+
+Envs import neither podrl nor agents (CONTRIBUTING.md), yet an env adapter must raise the
+errors the training scripts report as one message (exit status 2). So the two classes
+live here, and `podrl.errors` imports them: one class each, so every `except` on either
+name catches both.
+"""
+
+from __future__ import annotations
+
+
+class UserInputError(Exception):
+    """An error the user caused and can fix: a flag, a config value, their environment, a missing extra.
+
+    Its message is one paragraph: what is wrong, where, what was expected, what came
+    instead, and the fix. The training scripts print it and exit with status 2 (the
+    traceback only with `--debug` or `PODRL_DEBUG=1`). `label` prefixes the message there.
+    """
+
+    label = "error"
+
+
+class ConfigError(UserInputError, ValueError):
+    """An invalid configuration value. The message starts with the field name."""
+
+    label = "invalid config"
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
