@@ -10,12 +10,8 @@ import sys
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-from dm_env import specs
-
-import envs
 
 from agents.pqn import PQNConfig
 from agents.ppo import PPOConfig
@@ -25,6 +21,7 @@ from podrl.checkpoint import Checkpointer, resume_dir
 from podrl.config import AnakinConfig, CheckpointConfig, LoggingConfig
 from podrl.errors import ConfigError
 from podrl.sebulba import SebulbaConfig, train_sebulba
+from resume_twins import ConstantBandit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,9 +86,10 @@ def test_resume_refuses_a_different_config_naming_the_fields(tmp_path, cpu_devic
 
 @pytest.mark.timeout(300)
 def test_sebulba_resume_restores_the_learner_exactly(tmp_path, cpu_devices):
-    """Sebulba (lag 0, one actor thread) restores the learner state exactly; host envs are
-    not checkpointed (a gymnasium env's state can't be saved in general), so after a resume
-    actors start fresh episodes and the continuation differs from an uninterrupted run."""
+    """Sebulba (lag 0, one actor thread) saves and restores the learner state exactly; host envs
+    are not checkpointed (a gymnasium env's state can't be saved in general), so after a resume
+    actors start fresh episodes and the continuation differs from an uninterrupted run, except
+    in the optimizer's step counters (bit-for-bit equality on a stateless env is the next test)."""
     def config(name, **checkpoint):
         return SebulbaConfig(env="jax:CartPole-v1", envs_per_thread=4, rollout_length=16, total_steps=4 * 16 * 8,
                              actor_devices=(0,), learner_devices=(1,), lag="0", eval_episodes=0,
@@ -104,29 +102,22 @@ def test_sebulba_resume_restores_the_learner_exactly(tmp_path, cpu_devices):
     restored = saved.restore_params(first.train_state.params)
     for a, b in zip(leaves(first.train_state.params), leaves(restored), strict=True):
         np.testing.assert_array_equal(a, b)
+    for a, b in zip(leaves(first.train_state), leaves(saved.restore_state(first.train_state)), strict=True):
+        np.testing.assert_array_equal(a, b)  # the whole learner state is on disk, the optimizer's too
+    saved.close()
     rest = train_sebulba(config("rest", resume=str(tmp_path / "part")), PPOConfig(num_minibatches=2))
     assert int(np.asarray(rest.train_state.update_step)) == 8
     assert rest.env_steps == 5 * 4 * 16  # only the updates after the resume
     assert (rest.policy_lags[3:] == 0).all()
-
-
-class ConstantBandit:
-    """A JAX env without state that matters: observation [1], reward = action (0 or 1),
-    every step terminates. Fresh episodes after a resume see exactly the data an
-    uninterrupted run would have seen, so a Sebulba resume must then match it bit for bit."""
-
-    def reset(self, key):
-        return jnp.zeros((), jnp.int32), envs.restart(jnp.ones((1,), jnp.float32))
-
-    def step(self, state, action):
-        reward = action.astype(jnp.float32)
-        return state, envs.transition(jnp.ones((1,), jnp.float32), reward, jnp.bool_(True))
-
-    def observation_spec(self):
-        return specs.Array((1,), np.float32, name="observation")
-
-    def action_spec(self):
-        return specs.DiscreteArray(2, name="action")
+    # The uninterrupted twin saw other episodes after update 3, so its float leaves differ; its
+    # optimizer's step counters (Adam's, the annealed learning rate's) must not: a resume that
+    # restarted the optimizer would have counted only the 5 updates after the resume.
+    whole = train_sebulba(config("whole"), PPOConfig(num_minibatches=2))
+    counters = [(a, b) for a, b in zip(leaves(whole.train_state.opt_state), leaves(rest.train_state.opt_state),
+                                       strict=True) if np.issubdtype(a.dtype, np.integer)]
+    assert counters and all(int(a.max()) > 8 for a, _ in counters), counters
+    for a, b in counters:
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.timeout(300)
@@ -134,7 +125,7 @@ def test_sebulba_resume_continues_from_the_checkpoint(tmp_path, cpu_devices):
     """On an env whose episodes carry nothing over, 3 updates + a resume + 5 updates equal
     8 uninterrupted updates: params, optimizer state and update counter, bit for bit."""
     def config(name, **checkpoint):
-        return SebulbaConfig(env=f"jax:{__name__}:ConstantBandit", envs_per_thread=4, rollout_length=8,
+        return SebulbaConfig(env="jax:resume_twins:ConstantBandit", envs_per_thread=4, rollout_length=8,
                              total_steps=4 * 8 * 8, log_every=2,
                              actor_devices=(0,), learner_devices=(1,), lag="0", eval_episodes=0,
                              logging=logs(tmp_path, name), checkpoint=CheckpointConfig(**checkpoint))

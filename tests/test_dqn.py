@@ -7,6 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 
 from agents.dqn import DQNConfig, q_learning_target
 from envs.registry import make
@@ -14,7 +16,9 @@ from envs.types import env_spec
 from podrl.anakin import train_anakin
 from podrl.config import AnakinConfig, LoggingConfig
 from podrl.errors import ConfigError
+from podrl.parallel import DATA_AXIS
 from podrl.sebulba import SebulbaConfig, train_sebulba
+from podrl.types import Trajectory
 from test_checkpoint import anakin as checkpointed_anakin, leaves
 from test_sebulba import anakin_sebulba_states, max_diffs, sebulba_threads
 
@@ -35,6 +39,33 @@ def test_targets_match_the_papers_definitions(double):
     want = [r[i] + d[i] * q_target[i, np.argmax(selector[i])] for i in range(16)]
     got = jax.vmap(q_learning_target)(r, d, q_target, selector)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("double", [False, True])
+def test_update_takes_its_targets_from_the_target_network(cpu_devices, double):
+    """`Agent.update`'s regression targets come from `opt_state.target`, not the online network:
+    with the target network's weights all zero (Q_target = 0 everywhere), rewards 1 and no episode
+    end, every one-step target is exactly y = 1 + gamma * 0, whereas the online network's Q values
+    (far from 0) would move it; likewise in Double DQN, whose online network only picks the action."""
+    config = DQNConfig(buffer_size=64, min_fill=1, batch_size=16, replay_ratio=1 / 8, n_step=1, double_dqn=double,
+                       target_update_period=1000)
+    spec = env_spec(make("CartPole-v1"))
+    agent = config.make_agent(spec, total_updates=10)
+    state = agent.init(jax.random.key(0), spec)
+    state = state._replace(opt_state=state.opt_state._replace(
+        target=jax.tree.map(jnp.zeros_like, state.opt_state.target)))
+    t, b = 4, 4
+    obs_key, act_key, next_key = jax.random.split(jax.random.key(1), 3)
+    obs = 3.0 * jax.random.normal(obs_key, (t, b, 4))
+    action, extras, _ = jax.vmap(lambda o, k: agent.act(state.params, (), o, k))(obs, jax.random.split(act_key, t))
+    next_obs = jnp.concatenate([obs[1:], 3.0 * jax.random.normal(next_key, (1, b, 4))])
+    ones = jnp.ones((t, b), jnp.float32)
+    traj = Trajectory(obs, action, ones, ones, jnp.zeros((t, b), bool), next_obs, extras, ())
+    update = jax.jit(jax.shard_map(agent.update, mesh=Mesh(np.array(jax.devices()[:1]), (DATA_AXIS,)),
+                                   in_specs=(P(), P(), P()), out_specs=(P(), P())))
+    _, metrics = update(state, traj, jax.random.key(2))
+    assert float(metrics["learning"]) == 1.0 and abs(float(metrics["q_mean"])) > 0.05  # online Q is not 0
+    assert float(metrics["target_mean"]) == 1.0, float(metrics["target_mean"])
 
 
 @pytest.mark.parametrize("overrides, field", [

@@ -13,13 +13,14 @@ from jax.sharding import PartitionSpec as P
 
 from agents.impala import ImpalaConfig, make_loss_fn
 from agents.impala.agent import _minibatches, make_optimizer
-from agents.networks import make_network
+from agents.networks import ActorCritic, action_distribution, make_network
 from envs.types import EnvSpec
 from podrl.anakin import train_anakin
 from podrl.config import AnakinConfig, LoggingConfig
 from podrl.errors import ConfigError
 from podrl.parallel import DATA_AXIS
 from podrl.types import Trajectory
+from test_vtrace import numpy_vtrace
 from untrained import anakin_initial_return
 
 OBS, T = 4, 8
@@ -144,6 +145,31 @@ def test_on_policy_batch_has_unit_ratios():
     np.testing.assert_allclose(metrics["mean_rho"], 1.0, rtol=1e-5)
     np.testing.assert_allclose(metrics["approx_kl"], 0.0, atol=1e-6)
     assert float(metrics["rho_clip_fraction"]) == 0.0
+
+
+def test_loss_matches_numpy_vtrace_with_large_clipped_ratios():
+    """Importance ratios far above every threshold (log mu noised by N(0, 2)): the loss's policy and
+    value terms equal a float64 NumPy transcription of V-trace (`test_vtrace.numpy_vtrace`) with rho,
+    c and pg-rho clipped at the config's (distinct) thresholds. Dropping or swapping a clip changes them."""
+    clips = dict(clip_rho=1.2, clip_pg_rho=1.5, clip_c=0.9)
+    config, agent, state, network = _setup(DISCRETE, **clips)
+    batch = _trajectory(agent, state.params, 6, log_prob_noise=2.0)
+    _, metrics = make_loss_fn(config, network)(state.params, batch, None)
+
+    dist_params, value = network.apply(state.params, batch.observation)
+    next_value = network.apply(state.params, batch.next_observation, method=ActorCritic.value)
+    log_pi = np.asarray(action_distribution(True).log_prob(dist_params, batch.action), np.float64)
+    rho = np.exp(log_pi - np.asarray(batch.agent_extras["log_prob"], np.float64))
+    assert (rho > 3.0).mean() > 0.2 and (rho < 0.5).mean() > 0.2  # the premise: clipping binds, widely
+    columns = [numpy_vtrace(value[:, b], next_value[:, b], config.reward_scale * batch.reward[:, b],
+                            config.gamma * batch.discount[:, b], batch.episode_end[:, b], rho[:, b],
+                            config.vtrace_lambda, clips["clip_rho"], clips["clip_pg_rho"], clips["clip_c"])
+               for b in range(6)]
+    vs, pg = (np.stack(x, axis=1) for x in zip(*columns))
+    np.testing.assert_allclose(metrics["policy_loss"], -np.mean(pg * log_pi), rtol=1e-4)
+    np.testing.assert_allclose(metrics["value_loss"], 0.5 * np.mean((vs - np.asarray(value, np.float64)) ** 2),
+                               rtol=1e-4)
+    np.testing.assert_allclose(metrics["mean_advantage"], np.mean(pg), rtol=1e-4)
 
 
 def test_targets_carry_no_gradient():

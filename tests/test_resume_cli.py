@@ -2,7 +2,10 @@
 
 `--resume RUN` alone continues the checkpoint's own config to its own total, in
 the same run directory, with env steps continuing; a total that does not go past
-the checkpoint is a one-line error (exit 2), never an orbax traceback.
+the checkpoint is a one-line error (exit 2), never an orbax traceback. A resumed
+run ends with the very state (params, optimizer state, ...) of an uninterrupted twin;
+the Sebulba one runs on `resume_twins.ConstantBandit` for that (its host envs start
+fresh episodes after a resume, which on CartPole would change the data).
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ from pathlib import Path
 
 import pytest
 
+from resume_twins import assert_same_saved_state
+
 ROOT = Path(__file__).resolve().parents[1]
 STEPS_PER_UPDATE = 4 * 128  # the Anakin defaults: 4 envs x 128 steps; Sebulba's: 8 envs x 64 steps
 
 
 def cli(script: str, *args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          timeout=timeout, cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])})
 
 
 def records(run_dir: Path) -> list[dict]:
@@ -52,6 +58,10 @@ def test_anakin_bare_resume_continues_its_own_total_in_its_own_run_dir(tmp_path)
     walls = [r["wall_time"] for r in records(run_dir)]
     assert walls[1] > walls[0]  # the clock continues too
     assert len(list(run_dir.glob("events.out.tfevents.*"))) == 2  # TensorBoard: the same run, a second file
+    twin = cli("train_anakin.py", "--logging.run-name", "twin", "--total-steps", str(total), "--cpu-devices", "1",
+               cwd=tmp_path)
+    assert twin.returncode == 0, twin.stderr[-3000:]
+    assert_same_saved_state(run_dir / "checkpoints", tmp_path / "runs" / "twin" / "checkpoints", 12)
 
 
 @pytest.mark.timeout(300)
@@ -71,15 +81,20 @@ def test_a_total_that_does_not_pass_the_checkpoint_is_a_one_line_error(tmp_path)
 @pytest.mark.timeout(400)
 def test_sebulba_resume_continues_the_step_count(tmp_path):
     per_update = 8 * 64  # Sebulba defaults: one thread of 8 envs x 64 steps
-    first = cli("train_sebulba.py", "--cpu-devices", "2", "--logging.run-name", "s",
+    env = ("--env", "jax:resume_twins:ConstantBandit")
+    first = cli("train_sebulba.py", "--cpu-devices", "2", *env, "--logging.run-name", "s",
                 "--total-steps", str(20 * per_update), "--checkpoint.stop-after-updates", "10", cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     # the total given again explicitly (an explicit flag is taken as given; the bare form is tested above)
-    rest = cli("train_sebulba.py", "--cpu-devices", "2", "--resume", "runs/s", "--total-steps", str(20 * per_update),
-               cwd=tmp_path)
+    rest = cli("train_sebulba.py", "--cpu-devices", "2", *env, "--resume", "runs/s", "--total-steps",
+               str(20 * per_update), cwd=tmp_path)
     assert rest.returncode == 0, rest.stderr[-3000:]
     assert "updates 10..20 of 20" in rest.stdout
     assert f"step {20 * per_update:,}/{20 * per_update:,} (100%)" in rest.stdout
     run_dir = tmp_path / "runs" / "s"
     assert [r["step"] for r in records(run_dir)] == [10 * per_update, 20 * per_update]  # log_every 10
     assert checkpoint_steps(run_dir) == [10, 20]
+    twin = cli("train_sebulba.py", "--cpu-devices", "2", *env, "--logging.run-name", "twin",
+               "--total-steps", str(20 * per_update), cwd=tmp_path)
+    assert twin.returncode == 0, twin.stderr[-3000:]
+    assert_same_saved_state(run_dir / "checkpoints", tmp_path / "runs" / "twin" / "checkpoints", 20)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import traceback
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -18,6 +20,7 @@ from envs.registry import make
 from podrl.anakin import train_anakin
 from podrl.config import AnakinConfig, LoggingConfig
 from podrl.errors import ConfigError, NonFiniteError
+from podrl.parallel import mean_across_learners
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.sebulba.runner import JOIN_GRACE_S
 
@@ -82,11 +85,59 @@ def test_parity_with_anakin_same_seed(cpu_devices):
     assert max(max_diffs(anakin, init)) > 1e-3
 
 
+def fingerprint(params) -> jax.Array:
+    """float32 []: the sum of the first element of every params leaf (moves with every update)."""
+    return sum(jnp.ravel(leaf)[0] for leaf in jax.tree.leaves(params))
+
+
+@dataclasses.dataclass(frozen=True)
+class RevealingPPO:
+    """PPO whose actions reveal the params they were sampled with: `act` adds the params'
+    `fingerprint` to its extras and `update` logs it (`acted_fingerprint`, averaged over
+    the batch) beside the fingerprint of the learner's params before the update
+    (`learner_fingerprint`), then updates as PPO does without it."""
+
+    inner: PPOConfig = PPOConfig(num_minibatches=2)
+    """The agent that acts and learns."""
+
+    def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
+        self.inner.check_batch(rollout_length, envs_per_shard)
+
+    def make_agent(self, env_spec, total_updates: int):
+        agent = self.inner.make_agent(env_spec, total_updates)
+
+        def act(params, actor_state, observation, key):
+            action, extras, actor_state = agent.act(params, actor_state, observation, key)
+            return action, {**extras, "fingerprint": jnp.full(action.shape[:1], fingerprint(params))}, actor_state
+
+        def update(train_state, trajectory, key):
+            extras = dict(trajectory.agent_extras)
+            acted = mean_across_learners(jnp.mean(extras.pop("fingerprint")))
+            new_state, metrics = agent.update(train_state, trajectory._replace(agent_extras=extras), key)
+            return new_state, {**metrics, "acted_fingerprint": acted,
+                               "learner_fingerprint": fingerprint(train_state.params)}
+
+        return agent._replace(act=act, update=update)
+
+
+def check_acted_with_reported_versions(result) -> None:
+    """Each update's batch was sampled with the params of the versions `policy_lags` reports:
+    its mean fingerprint is the mean, over the actor threads, of the learner's fingerprint
+    at version `update - lag` (logged once per update, `log_every=1`)."""
+    acted = np.array([r["train/acted_fingerprint"] for r in result.history], np.float64)
+    learner = np.array([r["train/learner_fingerprint"] for r in result.history], np.float64)
+    assert len(acted) == len(result.policy_lags) > 2
+    assert np.abs(np.diff(learner)).min() > 1e-5, learner  # the premise: every version is told apart
+    versions = np.arange(len(acted))[:, None] - result.policy_lags
+    np.testing.assert_allclose(acted, learner[versions].mean(axis=1), rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("lag, expect", [("0", "zero"), ("1", "one"), ("async", "bounded")])
 @pytest.mark.timeout(240)
 def test_policy_lag_follows_the_staleness_setting(cpu_devices, lag, expect):
-    config = tiny(lag=lag, threads_per_actor_device=2, queue_size=2)
-    result = train_sebulba(config, PPOConfig(num_minibatches=2))
+    """The reported lags follow the setting, and the actors acted with exactly those versions."""
+    config = tiny(lag=lag, threads_per_actor_device=2, queue_size=2, log_every=1)
+    result = train_sebulba(config, RevealingPPO())
     lags = result.policy_lags
     assert lags.shape == (config.num_updates, 2)
     if expect == "zero":
@@ -95,6 +146,7 @@ def test_policy_lag_follows_the_staleness_setting(cpu_devices, lag, expect):
         assert (lags[0] == 0).all() and (lags[1:] == 1).all(), lags
     else:
         assert lags.min() >= 0 and lags.max() <= config.queue_size + 1, lags
+    check_acted_with_reported_versions(result)
     assert result.env_steps == config.num_updates * config.steps_per_update
     assert not sebulba_threads()
 

@@ -5,7 +5,10 @@ layouts and SIGTERM in Sebulba. The signal goes to the training process after it
 first progress line (the training loop, not compilation, is running). The resume
 passes the original run's flags again (plus `--resume` and a checkpoint-only
 `--checkpoint.stop-after-updates 2`: two more updates, a field that may change on resume) and must
-start at the saved update and write its own checkpoint into the same folder.
+start at the saved update and write its own checkpoint into the same folder. In Anakin (envs
+checkpointed too) that checkpoint holds the very state, optimizer's included, of an uninterrupted
+twin run to the same update; Sebulba's host envs start fresh episodes after a resume, so its
+twin comparison is in tests/test_checkpoint.py and tests/test_resume_cli.py on a stateless env.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from podrl.checkpoint import Checkpointer, resume_dir
+from resume_twins import assert_same_saved_state
 
 ROOT = Path(__file__).resolve().parents[1]
 TOTAL = "50000000"  # far more than the test runs: only the signal ends the first run
@@ -93,3 +97,9 @@ def test_signal_stops_with_a_checkpoint_that_resumes(tmp_path, layout, sig):
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
     assert f"updates {step}..{target}" in resumed.stdout, resumed.stdout[-2000:]
     assert latest_step(tmp_path, "r") == target  # the resumed run saved into the lineage it continued
+    if layout == "anakin":
+        twin = subprocess.run(command(layout, tmp_path, "twin", "--checkpoint.stop-after-updates", str(target)),
+                              capture_output=True, text=True, timeout=200, cwd=ROOT, env=environment())
+        assert twin.returncode == 0, twin.stdout[-2000:] + twin.stderr[-3000:]
+        assert_same_saved_state(Path(resume_dir(str(tmp_path / "r"))), Path(resume_dir(str(tmp_path / "twin"))),
+                                target)
