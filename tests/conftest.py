@@ -13,6 +13,9 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="podr
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
+USER_CACHE_HOME = tempfile.mkdtemp(prefix="podrl-user-cache-")
+"""XDG_CACHE_HOME of the `user_env` subprocesses."""
+
 import jax  # noqa: E402  (must come after XLA_FLAGS)
 import pytest  # noqa: E402
 
@@ -27,7 +30,8 @@ def cpu_devices():
 @pytest.fixture
 def user_env() -> dict[str, str]:
     """Environment for a subprocess run as from a user's shell: no fake device mesh, no test
-    compilation cache, this checkout importable."""
+    compilation cache, this checkout importable; the default compilation cache
+    (`$XDG_CACHE_HOME/podrl/jax`) goes to a folder of this test session, not the user's home."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_COMPILATION_CACHE_DIR")}
-    return {**env, "PYTHONPATH": root}
+    return {**env, "PYTHONPATH": root, "XDG_CACHE_HOME": USER_CACHE_HOME}
