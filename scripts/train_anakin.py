@@ -22,7 +22,7 @@ import tyro
 
 from cli_common import AgentChoice, Distributed, PresetName, default_agent, run_cli
 from podrl.distributed import DistributedConfig
-from podrl.config import AnakinConfig
+from podrl.anakin.config import AnakinConfig
 
 
 @dataclasses.dataclass(frozen=True)
