@@ -18,6 +18,7 @@ import numpy as np
 
 from podrl.config import LoggingConfig
 from podrl.config_json import jsonable
+from podrl.errors import ConfigError
 
 
 def format_duration(seconds: float) -> str:
@@ -45,26 +46,40 @@ class RunLogger:
         self.run_dir: str | None = None
         self._jsonl = None
         self._tb = None
+        self._pending = None
         self._start = time.perf_counter()
         if not self.enabled or settings.run_dir is None:
             return
         name = settings.run_name or f"{default_name}__{time.strftime('%Y%m%d-%H%M%S')}"
         self.run_dir = run_dir or os.path.join(settings.run_dir, name)
+        if run_dir is None:
+            refuse_existing_run_dir(self.run_dir)
+        self._pending = (config, run_dir is not None and resume_step is not None, resume_step,
+                         resume_step if run_dir is not None else None)
+
+    def _open(self) -> None:
+        """Creates the run folder and its files at the first record or line: a run that fails to start
+        (its env cannot be built, its program does not compile) leaves no folder behind."""
+        if self._pending is None:
+            return
+        config, supersede, resume_step, purge_step = self._pending
+        self._pending = None
         os.makedirs(self.run_dir, exist_ok=True)
         with open(os.path.join(self.run_dir, "config.json"), "w") as f:
             json.dump(jsonable(config), f, indent=2)
         metrics = os.path.join(self.run_dir, "metrics.jsonl")
-        if run_dir is not None and resume_step is not None:
+        if supersede:
             self._start -= _supersede_after(metrics, resume_step)
         self._jsonl = open(metrics, "a")
-        if settings.tensorboard:
-            self._tb = _tensorboard_writer(self.run_dir, resume_step if run_dir is not None else None, tag)
+        if self.settings.tensorboard:
+            self._tb = _tensorboard_writer(self.run_dir, purge_step, self.tag)
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         """Records `metrics` at env step `step`: scalars; per-seed (per-member) vectors, as their
         mean plus `<key>_per_seed` (TensorBoard: `<key>/seed<i>`); lists and dicts as they are."""
         if not self.enabled:
             return
+        self._open()
         record = {"step": int(step), "wall_time": time.perf_counter() - self._start}
         for key, value in metrics.items():
             if isinstance(value, (list, dict)):  # kept as is (a population's lineage, `pbt/...`)
@@ -105,6 +120,9 @@ class RunLogger:
         print(" | ".join(parts), flush=True)
 
     def info(self, message: str) -> None:
+        """Prints `[<tag>] message` (with `settings.console`); the first line of a run opens its folder."""
+        if self.enabled:
+            self._open()
         if self.enabled and self.settings.console:
             print(f"[{self.tag}] {message}", flush=True)
 
@@ -115,6 +133,13 @@ class RunLogger:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+
+
+def refuse_existing_run_dir(path: str) -> None:
+    """ConfigError("logging.run_name") when a fresh run would write into `path`, a folder with files in it."""
+    if os.path.isdir(path) and os.listdir(path):
+        raise ConfigError("logging.run_name", f"{path} already holds a run; continue it with --resume {path}, "
+                                              f"or give another --logging.run-name")
 
 
 def _supersede_after(path: str, step: int) -> float:

@@ -56,6 +56,18 @@ def open_checkpoint(path: str, step: int | None):
     return checkpointer, step, config
 
 
+def experiment_of(config: dict[str, Any], where: str):
+    """The `podrl.experiment.Experiment` a checkpoint's saved `config` describes (its parsed env options,
+    its agent); PolicyError when this version cannot rebuild it."""
+    from podrl.errors import ConfigError
+    from podrl.experiment import saved_experiment
+
+    try:
+        return saved_experiment(config, where)
+    except ConfigError as e:
+        raise PolicyError(f"the config saved in {where!r} does not build here: {e}") from e
+
+
 def agent_config_from(config: dict[str, Any]):
     """The agent config saved in a checkpoint's `config`, through the agent registry."""
     from agents import UnknownAgentError, config_from_saved

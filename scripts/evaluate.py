@@ -26,16 +26,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 from typing import Annotated, Any, Literal
 
 import numpy as np
 import tyro
 
-from podrl.policy import (PolicyError, check_spec, load_policy, open_checkpoint, resolve_env, run_episodes,
-                          trained_spec)
-from podrl.sebulba.config import parse_env_kwargs
+from podrl.policy import (PolicyError, check_spec, experiment_of, load_policy, open_checkpoint, resolve_env,
+                          run_episodes, trained_spec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +69,7 @@ def evaluate(args: EvaluateArgs) -> dict[str, Any]:
     checkpointer, step, config = open_checkpoint(args.checkpoint, args.step)
     try:
         layout, run = config["layout"], config["run"]
-        options = parse_env_kwargs(tuple(run.get("env_kwargs") or ()))  # e.g. the run's Atari protocol
+        options = dict(experiment_of(config, checkpointer.directory).env_options)  # e.g. the run's Atari protocol
         own_backend = "jax" if layout == "anakin" else "host"
         own = resolve_env(run["env"], own_backend, layout, options) if not args.env else None
         env = own or resolve_env(args.env, args.backend, layout)
@@ -107,7 +105,6 @@ def _quiet_orbax() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    sys.path.insert(0, os.getcwd())  # `--env my_pkg.my_env:MyEnv` resolves from the working directory
     args = tyro.cli(EvaluateArgs, args=argv)
     _quiet_orbax()
     try:

@@ -7,12 +7,13 @@ need the device count and the agent run in `check_layout` before the first trace
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar
 
-from envs.registry import UnknownEnvError, check_name
+from envs.registry import check_name
 from podrl.config import RunConfig
 from podrl.errors import ConfigError, require_int, require_number
-from podrl.population import check_sweep, parse_sweep
+from podrl.population import SweepAxis, check_sweep, parse_sweep
 from podrl.types import AgentConfig
 
 
@@ -22,6 +23,21 @@ class AnakinConfig(RunConfig):
 
     layout: ClassVar[str] = "anakin"
     """The layout name runs and checkpoints record."""
+    HELP: ClassVar[dict[str, str]] = {
+        "env": "A JAX env id (CartPole-v1, Acrobot-v1, Pendulum-v1, MatchSign-v0, ...), 'gymnax:<id>' or "
+               "'craftax:<id>' (env params as ',field=value' after the id), or 'module:Class' (your own JaxEnv; "
+               "the current folder is importable).",
+        "seed": "Seed of params, envs and PRNG keys (seed i of --num-seeds, or member i of --population, uses "
+                "seed + i).",
+        "total_steps": "Environment steps per seed (or population member); rounded down to whole updates.",
+        "eval_every": "Evaluate the greedy policy every this many compiled calls (of --updates-per-call updates), "
+                      "and at the end; 0 = only at the end.",
+        "eval_episodes": "Greedy episodes per evaluation, per seed (rounded up to a multiple of the device count).",
+        "logging.console": "Print a progress line after each compiled call (--updates-per-call updates).",
+        "cpu_devices": "On CPU, split the host into this many JAX devices (a fake mesh; same as "
+                       "XLA_FLAGS=--xla_force_host_platform_device_count=N).",
+    }
+    """--help wording of shared fields, for this layout (`podrl.cli_flags`)."""
 
     num_seeds: int = 1
     """Independent seeds trained in one compiled program (vmap over seeds), each with its own metrics."""
@@ -58,15 +74,12 @@ class AnakinConfig(RunConfig):
         if self.num_devices is not None:
             require_int(self, "num_devices")
         super().__post_init__()
-        try:
-            check_name(self.env)
-        except UnknownEnvError as e:
-            raise ConfigError("env", str(e)) from None
+        check_name(self.env)  # an UnknownEnvError is the ConfigError of field env
 
     def _check_population(self) -> None:
         if not isinstance(self.sweep, tuple):
             raise ConfigError("sweep", f"must be a tuple of FIELD=SPEC strings, got {self.sweep!r}")
-        parse_sweep(self.sweep)  # syntax; the fields are checked against the agent in check_layout
+        _ = self.sweep_axes  # syntax, parsed once; the fields are checked against the agent in check_layout
         if self.population and self.num_seeds != 1:
             raise ConfigError("num_seeds", "a population's member i already trains from seed + i; "
                                            "give --population or --num-seeds, not both")
@@ -76,6 +89,11 @@ class AnakinConfig(RunConfig):
             raise ConfigError("pbt_every", "PBT perturbs the swept hyperparameters; give --sweep")
         if not self.pbt_perturb or not all(isinstance(f, (int, float)) and f > 0 for f in self.pbt_perturb):
             raise ConfigError("pbt_perturb", f"must be positive factors, got {self.pbt_perturb!r}")
+
+    @functools.cached_property
+    def sweep_axes(self) -> tuple[SweepAxis, ...]:
+        """`sweep` parsed (`podrl.population.parse_sweep`), once."""
+        return tuple(parse_sweep(self.sweep))
 
     @property
     def members(self) -> int:
@@ -97,7 +115,7 @@ class AnakinConfig(RunConfig):
             raise ConfigError(field, f"{self.members} members cannot be split evenly over the mesh's "
                                      f"{self.population_shards} population rows (population_shards); "
                                      f"use a multiple of {self.population_shards}")
-        check_sweep(parse_sweep(self.sweep), agent_config, self.members)
+        check_sweep(self.sweep_axes, agent_config, self.members)
         data_shards = num_devices // self.population_shards
         if self.num_envs % data_shards:
             raise ConfigError(
