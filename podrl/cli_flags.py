@@ -23,8 +23,10 @@ from typing import Annotated, Any, Literal, Sequence, Union
 
 import tyro
 
+from podrl import presets
 from podrl.config import CheckpointConfig, LoggingConfig
 from podrl.distributed import DistributedConfig
+from podrl.experiment import Experiment, agent_name, layout_config
 
 RUN_GROUPS: dict[str, tuple[str, ...]] = {
     "env": ("env", "env_kwargs", "vectorization"),
@@ -85,8 +87,6 @@ def _run_fields(config_type: type) -> tuple[str, ...]:
 def flags_type(layout: str) -> type:
     """The dataclass tyro parses for `layout`'s training script (see the module doc)."""
     from agents import AGENTS
-    from podrl import presets
-    from podrl.experiment import layout_config
 
     config_type = layout_config(layout)
     helps = dict(getattr(config_type, "HELP", {}))
@@ -137,8 +137,6 @@ def to_flags(experiment: Any) -> Any:
 
 def from_flags(layout: str, flags: Any) -> Any:
     """The `Experiment` the parsed `flags` describe (its configs validate themselves here)."""
-    from podrl.experiment import Experiment, layout_config
-
     run: dict[str, Any] = {}
     for box in dataclasses.fields(flags):
         if box.name in NESTED:
@@ -188,9 +186,6 @@ def order_argv(argv: Sequence[str], agent: str) -> list[str]:
 
 def parse_flags(layout: str, argv: Sequence[str], defaults: Any) -> Any:
     """The `Experiment` of `argv` with `defaults` (an `Experiment`) under the flags given."""
-    from podrl import presets
-    from podrl.experiment import agent_name
-
     description = f"{DESCRIPTIONS[layout]}\n\n{presets.help_text(layout)}\n\n{DEBUG_HELP}"
     flags = tyro.cli(flags_type(layout), args=order_argv(argv, agent_name(defaults.agent)),
                      default=to_flags(defaults), description=description)

@@ -108,3 +108,13 @@ class RunConfig:
     def logged_steps(self, updates: int, num_processes: int) -> int:
         """The env-step count a run logs after `updates` updates (`steps_per_update` is already global)."""
         return updates * self.steps_per_update
+
+
+def __getattr__(name: str):
+    """`podrl.config.AnakinConfig` still imports (it lives in `podrl.anakin.config` now; loaded lazily,
+    since that module imports this one)."""
+    if name == "AnakinConfig":
+        from podrl.anakin.config import AnakinConfig
+
+        return AnakinConfig
+    raise AttributeError(f"module 'podrl.config' has no attribute {name!r}")
