@@ -58,6 +58,7 @@ class EnvRef(NamedTuple):
 
 
 SCHEMES = ("jax", "gymnax", "craftax", "dm_env", "ale", "envpool")
+"""The `scheme:` prefixes of `--env` (anything else with a colon is a `module:attr` import path)."""
 
 
 def parse_env(text: str) -> EnvRef:
