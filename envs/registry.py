@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any, Callable, NamedTuple
 
 from envs.types import JaxEnv
 from envs.wrappers import TimeLimit
-from envs.errors import UserInputError
+from envs.errors import ConfigError
 
 
 class _Entry(NamedTuple):
@@ -27,10 +29,15 @@ _REGISTRY: dict[str, _Entry] = {
 }
 
 
-class UnknownEnvError(UserInputError, ValueError):
-    """Raised for an env name that is neither registered nor an import path (or whose import fails)."""
+class UnknownEnvError(ConfigError):
+    """Raised for an env name that is neither registered nor an import path (or whose import fails).
 
-    label = "unknown env"
+    A `ConfigError` on the `env` field, so both layouts print it the same way:
+    `error: invalid config: env: <message>`.
+    """
+
+    def __init__(self, message: str):
+        super().__init__("env", message)
 
 
 def registered() -> list[str]:
@@ -38,10 +45,19 @@ def registered() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def import_user_module(module_name: str) -> Any:
+    """Imports the module of a user's `module:attr` env, the current folder importable as `python -m`
+    makes it (so `--env my_envs:Chain` finds `./my_envs.py`, in this process and in spawned workers)."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    return importlib.import_module(module_name)
+
+
 def _import(path: str) -> Callable[..., Any]:
     module_name, _, attr = path.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = import_user_module(module_name)
     except ImportError as e:
         raise UnknownEnvError(f"env {path!r}: cannot import module {module_name!r} ({e})") from e
     try:

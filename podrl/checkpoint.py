@@ -270,12 +270,13 @@ class RunCheckpoints:
             directory = checkpoint_dir(settings, run_dir)
         if run_dir is not None:  # saved with every step, so a resume continues this run directory
             self.config = {**config, "run_dir": os.path.abspath(run_dir)}
-        self.checkpointer = Checkpointer(directory, settings.keep) if directory else None
+        self._directory, self._keep = directory, settings.keep
+        self.checkpointer: Checkpointer | None = None  # opened (its folder created) at the first save
         self.last_saved: int | None = None
 
     @property
     def directory(self) -> str | None:
-        return self.checkpointer.directory if self.checkpointer else None
+        return self._directory
 
     def restore(self, like: Any) -> Any:
         """The state to resume from, laid out like `like`, or `like` itself when not resuming."""
@@ -288,7 +289,9 @@ class RunCheckpoints:
             source.close()
 
     def save(self, update: int, state: Any, params: Any) -> None:
-        if self.checkpointer is not None and update != self.last_saved:
+        if self._directory is not None and update != self.last_saved:
+            if self.checkpointer is None:
+                self.checkpointer = Checkpointer(self._directory, self._keep)
             self.checkpointer.save(update, state, params, self.config)
             self.last_saved = update
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -50,32 +51,49 @@ class RunLogger:
         self._jsonl = None
         self._tb = None
         self._wandb = None
+        self._pending = None
         self._start = time.perf_counter()
         if not self.enabled:
             return
         name = settings.run_name or f"{default_name}__{time.strftime('%Y%m%d-%H%M%S')}"
         if settings.run_dir is not None:
             self.run_dir = run_dir or os.path.join(settings.run_dir, name)
-            os.makedirs(self.run_dir, exist_ok=True)
+            if run_dir is None:
+                refuse_existing_run_dir(self.run_dir)
         if settings.wandb_project is not None:
-            self._wandb = _wandb_run(settings, os.path.basename(self.run_dir) if self.run_dir else name,
-                                     self.run_dir, config, resumed=run_dir is not None)
+            _require_wandb()
+        self._pending = (config, name, run_dir is not None, run_dir is not None and resume_step is not None,
+                         resume_step, resume_step if run_dir is not None else None)
+
+    def _open(self) -> None:
+        """Creates the run folder and its files (and the W&B run) at the first record or line: a run
+        that fails to start (its env cannot be built, its program does not compile) leaves nothing behind."""
+        if self._pending is None:
+            return
+        config, name, resumed, supersede, resume_step, purge_step = self._pending
+        self._pending = None
+        if self.run_dir is not None:
+            os.makedirs(self.run_dir, exist_ok=True)
+        if self.settings.wandb_project is not None:
+            self._wandb = _wandb_run(self.settings, os.path.basename(self.run_dir) if self.run_dir else name,
+                                     self.run_dir, config, resumed=resumed)
         if self.run_dir is None:
             return
         with open(os.path.join(self.run_dir, "config.json"), "w") as f:
             json.dump(jsonable(config), f, indent=2)
         metrics = os.path.join(self.run_dir, "metrics.jsonl")
-        if run_dir is not None and resume_step is not None:
+        if supersede:
             self._start -= _supersede_after(metrics, resume_step)
         self._jsonl = open(metrics, "a")
-        if settings.tensorboard:
-            self._tb = _tensorboard_writer(self.run_dir, resume_step if run_dir is not None else None, tag)
+        if self.settings.tensorboard:
+            self._tb = _tensorboard_writer(self.run_dir, purge_step, self.tag)
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         """Records `metrics` at env step `step`: scalars; per-seed (per-member) vectors, as their
         mean plus `<key>_per_seed` (TensorBoard: `<key>/seed<i>`); lists and dicts as they are."""
         if not self.enabled:
             return
+        self._open()
         record = {"step": int(step), "wall_time": time.perf_counter() - self._start}
         for key, value in metrics.items():
             if isinstance(value, (list, dict)):  # kept as is (a population's lineage, `pbt/...`)
@@ -111,6 +129,9 @@ class RunLogger:
         print(" | ".join(parts), flush=True)
 
     def info(self, message: str) -> None:
+        """Prints `[<tag>] message` (with `settings.console`); the first line of a run opens its folder."""
+        if self.enabled:
+            self._open()
         if self.enabled and self.settings.console:
             print(f"[{self.tag}] {message}", flush=True)
 
@@ -138,6 +159,13 @@ def scalars(record: dict[str, Any]) -> dict[str, float]:
         elif isinstance(value, list) and key.endswith("_per_seed"):
             out.update({f"{key[:-9]}/seed{i}": v for i, v in enumerate(value) if isinstance(v, (int, float))})
     return out
+
+
+def refuse_existing_run_dir(path: str) -> None:
+    """ConfigError("logging.run_name") when a fresh run would write into `path`, a folder with files in it."""
+    if os.path.isdir(path) and os.listdir(path):
+        raise ConfigError("logging.run_name", f"{path} already holds a run; continue it with --resume {path}, "
+                                              f"or give another --logging.run-name")
 
 
 def _supersede_after(path: str, step: int) -> float:
@@ -171,15 +199,19 @@ def _tensorboard_writer(run_dir: str, purge_step: int | None, tag: str):
     return SummaryWriter(run_dir, purge_step=purge_step)
 
 
+def _require_wandb() -> None:
+    """ConfigError("logging.wandb_project") unless the wandb package can be imported (checked before the run starts)."""
+    if importlib.util.find_spec("wandb") is None:
+        raise ConfigError("logging.wandb_project", "needs the wandb package: pip install 'podrl[wandb]' "
+                                                   "(or leave --logging.wandb-project unset)")
+
+
 def _wandb_run(settings: LoggingConfig, name: str, run_dir: str | None, config: dict[str, Any], resumed: bool):
     """A W&B run named `name`, its files under `run_dir` (else W&B's default folder), plotted against
     `env_step`. Its id is fixed by the run directory, so a resumed run continues the same W&B run
     (its redone updates appear twice there: W&B keeps what it was sent, TensorBoard purges)."""
-    try:
-        import wandb
-    except ImportError:
-        raise ConfigError("logging.wandb_project", "needs the wandb package: pip install 'podrl[wandb]' "
-                                                   "(or leave --logging.wandb-project unset)") from None
+    import wandb
+
     run_id = None
     if run_dir is not None:
         digest = hashlib.sha1(os.path.abspath(run_dir).encode()).hexdigest()[:8]

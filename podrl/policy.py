@@ -56,6 +56,18 @@ def open_checkpoint(path: str, step: int | None):
     return checkpointer, step, config
 
 
+def experiment_of(config: dict[str, Any], where: str):
+    """The `podrl.experiment.Experiment` a checkpoint's saved `config` describes (its parsed env options,
+    its agent); PolicyError when this version cannot rebuild it."""
+    from podrl.errors import ConfigError
+    from podrl.experiment import saved_experiment
+
+    try:
+        return saved_experiment(config, where)
+    except ConfigError as e:
+        raise PolicyError(f"the config saved in {where!r} does not build here: {e}") from e
+
+
 def agent_config_from(config: dict[str, Any]):
     """The agent config saved in a checkpoint's `config`, through the agent registry."""
     from agents import UnknownAgentError, config_from_saved
@@ -205,3 +217,41 @@ def run_episodes(agent, params, env: EvalEnv, episodes: int, seed: int, max_step
         return evaluate_host_greedy(agent, params, host, seed=seed, max_steps=max_steps)
     finally:
         host.close()
+
+
+# ---------------------------------------------------------------- scripts/evaluate.py
+
+
+def evaluate_checkpoint(checkpoint: str, step: int | None = None, env: str | None = None, backend: str = "auto",
+                        episodes: int = 32, seed: int = 0, seed_index: int = 0, max_steps: int | None = None,
+                        video: str | None = None) -> dict[str, Any]:
+    """Greedy episodes of the policy in `checkpoint` (see `scripts/evaluate.py` for each argument);
+    returns the JSON-able summary (mean, std, min, max, returns, ...)."""
+    if episodes < 1:
+        raise PolicyError(f"--episodes must be positive, got {episodes}")
+    checkpointer, step, config = open_checkpoint(checkpoint, step)
+    try:
+        layout, run = config["layout"], config["run"]
+        options = dict(experiment_of(config, checkpointer.directory).env_options)  # e.g. the run's Atari protocol
+        own = resolve_env(run["env"], "jax" if layout == "anakin" else "host", layout, options) if not env else None
+        evaluated = own or resolve_env(env, backend, layout)
+        trained = own.spec if own else trained_spec(run["env"], layout, evaluated, options)
+        check_spec(trained, evaluated)
+        agent, params = load_policy(config, checkpointer, step, trained, seed_index)
+    finally:
+        checkpointer.close()
+    max_steps = max_steps or int(run.get("eval_max_steps") or 1000)
+    result = run_episodes(agent, params, evaluated, episodes, seed, max_steps)
+    returns = np.asarray(result.returns, np.float64)
+    summary = {
+        "checkpoint": checkpointer.directory, "step": step, "layout": layout, "env": evaluated.name,
+        "backend": evaluated.backend, "seed_index": seed_index, "episodes": int(returns.size),
+        "mean": float(returns.mean()), "std": float(returns.std()), "min": float(returns.min()),
+        "max": float(returns.max()), "finished": int(np.sum(result.finished)), "max_steps": max_steps,
+        "returns": returns.tolist(),
+    }
+    if video:
+        from podrl.video import try_video
+
+        summary["video"] = try_video(agent, params, evaluated, video, seed, max_steps)
+    return summary

@@ -7,14 +7,11 @@ defaults). `scripts/reproduce.py` runs a preset over seeds and sets the result b
 preset's `anchors`: returns a published source reports for that benchmark at its budget.
 
 Values are plain field names and values (nothing imported from the agents), so this table
-reads as documentation; `preset_args` builds and validates the configs, finding the agent's
-config class in the registry (`agents.AGENTS`, imported lazily: with `podrl.policy` the one
-podrl module allowed to read it, see CONTRIBUTING.md and `scripts/check_imports.py`).
+reads as documentation; `podrl.experiment.preset_experiment` builds and validates the configs.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Mapping, NamedTuple
 
 from podrl.errors import ConfigError
@@ -143,32 +140,8 @@ def get(name: str) -> Preset:
 def help_text(layout: str) -> str:
     """The `--preset` part of a training script's --help: the presets of `layout`, one line each."""
     lines = [f"  {p.name}: {p.summary}" for p in PRESETS.values() if p.layout == layout]
-    return "Presets (--preset NAME; every field stays overridable):\n" + "\n".join(lines)
+    others = {p.layout for p in PRESETS.values()} - {layout}
+    elsewhere = [f"{other.capitalize()} presets (scripts/train_{other}.py): "
+                 + ", ".join(p.name for p in PRESETS.values() if p.layout == other) + "." for other in sorted(others)]
+    return "\n".join(["Presets (--preset NAME; every field stays overridable):", *lines, *elsewhere])
 
-
-def _replace(config: Any, fields: Mapping[str, Any], prefix: str) -> Any:
-    """`config` with `fields` replaced; ConfigError naming a field the config lacks."""
-    names = {f.name for f in dataclasses.fields(config)}
-    unknown = sorted(set(fields) - names)
-    if unknown:
-        raise ConfigError("preset", f"{prefix}{unknown[0]} is not a field of {type(config).__name__}")
-    return dataclasses.replace(config, **fields)
-
-
-def preset_args(args_type: type, preset: Preset) -> Any:
-    """A training script's `args_type(run=..., agent=..., preset=name)` with `preset`'s fields.
-
-    ConfigError("preset") if the preset belongs to the other layout; an invalid value is
-    the field's own ConfigError.
-    """
-    import typing
-
-    from agents import AGENTS
-
-    run_type = typing.get_type_hints(args_type)["run"]  # Annotated[...] stripped
-    if preset.layout != run_type.layout:
-        script = f"scripts/train_{preset.layout}.py"
-        raise ConfigError("preset", f"{preset.name!r} belongs to the {preset.layout} layout; run it with {script}")
-    run = _replace(run_type(), preset.run, "run.")
-    agent = _replace(AGENTS[preset.agent].config(), preset.agent_fields, "agent.")
-    return args_type(run=run, agent=agent, preset=preset.name)

@@ -114,7 +114,7 @@ class RunContext:
         """
         self.checkpoints.save(update, state, params)
         stopped_by = self.stop_requested or ("stop_after_updates" if update < self.config.num_updates else None)
-        greedy = np.round(np.asarray(eval_return, np.float64), 1).tolist() if eval_return is not None else "n/a"
+        greedy = format_return(eval_return)
         where = f"; checkpoint in {self.checkpoints.directory}" if self.checkpoints.directory else ""
         self.logger.info(f"{'stopped by ' + stopped_by if stopped_by else 'done'} at update {update}: "
                          f"{sps:,.0f} SPS, greedy return {greedy}{where}")
@@ -123,6 +123,14 @@ class RunContext:
     def note_failure(self, error: BaseException) -> None:
         """Adds the last good checkpoint to `error`'s message."""
         error.add_note(self.checkpoints.describe_last())
+
+
+def format_return(value: Any) -> str:
+    """A greedy return for the closing line: `-83.3` for one seed, `[12.0, 15.5]` for several, `n/a` for none."""
+    if value is None:
+        return "n/a"
+    rounded = np.round(np.asarray(value, np.float64), 1)
+    return str(rounded.item()) if rounded.size == 1 else str(rounded.tolist())
 
 
 def continued_run_dir(resume: ResumePoint | None) -> str | None:

@@ -9,7 +9,7 @@ the stage and the timeout, instead of blocking forever.
 A thread blocked inside XLA cannot be interrupted: the helper thread stays
 parked, and a normal interpreter exit may wait on it (JAX's exit handlers).
 A command-line program that catches `StageTimeout` should therefore report it
-and leave with `exit_now` (an `os._exit`), as `scripts/cli_common.py` does.
+and leave with `exit_now` (an `os._exit`), as `podrl.cli` does.
 """
 
 from __future__ import annotations

@@ -94,7 +94,8 @@ def measure_training(m: Measurement) -> dict[str, Any]:
     import numpy as np
 
     from podrl.anakin import train_anakin
-    from podrl.config import AnakinConfig, LoggingConfig
+    from podrl.anakin.config import AnakinConfig
+    from podrl.config import LoggingConfig
 
     config = AnakinConfig(
         env=m.env, total_steps=m.total_steps, num_envs=m.num_envs, rollout_length=m.rollout_length,

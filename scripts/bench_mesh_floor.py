@@ -80,7 +80,8 @@ def count_all_reduces(total_steps: int) -> dict[str, Any]:
     """All-reduce thunks per update per device, from a trace of the 2-device train call."""
     from bench_anakin import Measurement, agent_config
     from podrl.anakin import train_anakin
-    from podrl.config import AnakinConfig, LoggingConfig
+    from podrl.anakin.config import AnakinConfig
+    from podrl.config import LoggingConfig
     from podrl.profiling import PROGRAM_TEXT, find_trace, summarize_trace
 
     updates_per_call = 2

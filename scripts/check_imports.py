@@ -13,7 +13,7 @@ The rules:
   podrl.driver);
 - envs import neither agents nor podrl (their errors live in envs.errors);
 - the layouts (podrl.anakin, podrl.sebulba) never import agents: they see podrl.types.Agent;
-- elsewhere in podrl only podrl.policy and podrl.presets read the agent registry (`agents`,
+- elsewhere in podrl only podrl.experiment, podrl.cli_flags and podrl.policy read the agent registry (`agents`,
   lazily), and nothing in podrl imports a specific agent (`agents.<name>`).
 """
 
@@ -27,7 +27,7 @@ from typing import Iterator, NamedTuple
 PACKAGES = ("podrl", "agents", "envs")
 """The top-level packages whose modules are checked."""
 
-REGISTRY_READERS = ("podrl.policy", "podrl.presets")
+REGISTRY_READERS = ("podrl.experiment", "podrl.cli_flags", "podrl.policy")
 """The podrl modules that may import the agent registry (the `agents` package itself)."""
 
 
@@ -46,7 +46,7 @@ RULES = (
     Rule("envs", ("agents", "podrl"), "envs import neither agents nor podrl (errors: envs.errors)"),
     Rule("podrl.anakin", ("agents",), "layouts never import an agent (they see podrl.types.Agent)"),
     Rule("podrl.sebulba", ("agents",), "layouts never import an agent (they see podrl.types.Agent)"),
-    Rule("podrl", ("agents",), f"only {' and '.join(REGISTRY_READERS)} read the agent registry",
+    Rule("podrl", ("agents",), f"only {', '.join(REGISTRY_READERS)} read the agent registry",
          exempt=REGISTRY_READERS + ("podrl.anakin", "podrl.sebulba")),
     Rule("podrl", ("agents.",), "podrl never imports a specific agent (it reads the registry, agents.AGENTS)"),
 )

@@ -26,16 +26,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 from typing import Annotated, Any, Literal
 
-import numpy as np
 import tyro
 
-from podrl.policy import (PolicyError, check_spec, load_policy, open_checkpoint, resolve_env, run_episodes,
-                          trained_spec)
-from podrl.sebulba.config import parse_env_kwargs
+from podrl.policy import PolicyError, evaluate_checkpoint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,36 +61,9 @@ class EvaluateArgs:
 
 
 def evaluate(args: EvaluateArgs) -> dict[str, Any]:
-    """Runs the evaluation; returns the JSON-able summary."""
-    if args.episodes < 1:
-        raise PolicyError(f"--episodes must be positive, got {args.episodes}")
-    checkpointer, step, config = open_checkpoint(args.checkpoint, args.step)
-    try:
-        layout, run = config["layout"], config["run"]
-        options = parse_env_kwargs(tuple(run.get("env_kwargs") or ()))  # e.g. the run's Atari protocol
-        own_backend = "jax" if layout == "anakin" else "host"
-        own = resolve_env(run["env"], own_backend, layout, options) if not args.env else None
-        env = own or resolve_env(args.env, args.backend, layout)
-        trained = own.spec if own else trained_spec(run["env"], layout, env, options)
-        check_spec(trained, env)
-        agent, params = load_policy(config, checkpointer, step, trained, args.seed_index)
-    finally:
-        checkpointer.close()
-    max_steps = args.max_steps or int(run.get("eval_max_steps") or 1000)
-    result = run_episodes(agent, params, env, args.episodes, args.seed, max_steps)
-    returns = np.asarray(result.returns, np.float64)
-    summary = {
-        "checkpoint": checkpointer.directory, "step": step, "layout": layout, "env": env.name,
-        "backend": env.backend, "seed_index": args.seed_index, "episodes": int(returns.size),
-        "mean": float(returns.mean()), "std": float(returns.std()), "min": float(returns.min()),
-        "max": float(returns.max()), "finished": int(np.sum(result.finished)), "max_steps": max_steps,
-        "returns": returns.tolist(),
-    }
-    if args.video:
-        from podrl.video import try_video
-
-        summary["video"] = try_video(agent, params, env, args.video, args.seed, max_steps)
-    return summary
+    """Runs the evaluation (`podrl.policy.evaluate_checkpoint`); returns the JSON-able summary."""
+    options = {f.name: getattr(args, f.name) for f in dataclasses.fields(args) if f.name != "json"}
+    return evaluate_checkpoint(**options)
 
 
 def _quiet_orbax() -> None:
@@ -107,7 +76,6 @@ def _quiet_orbax() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    sys.path.insert(0, os.getcwd())  # `--env my_pkg.my_env:MyEnv` resolves from the working directory
     args = tyro.cli(EvaluateArgs, args=argv)
     _quiet_orbax()
     try:

@@ -55,6 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # podrl, when n
 
 from plot import read_records, series  # noqa: E402  (scripts/ is this script's folder)
 from podrl import presets  # noqa: E402
+from podrl.errors import UserInputError  # noqa: E402
+from podrl.experiment import resolve  # noqa: E402
 from reproduce_report import (  # noqa: E402
     EnvResult, flag_value, merge_seed_runs, plot_env, report, slug, spread, summarize,
 )
@@ -302,9 +304,17 @@ def main(argv: list[str] | None = None) -> int:
     runs_dir = (args.runs_dir / preset.name).resolve()
     envs = args.env or [preset.run.get("env", "CartPole-v1")]
     results, stamp = [], time.strftime("%Y%m%d-%H%M%S")
+    plans = {env: train_commands(preset, env, args.seeds, args.total_steps, runs_dir, extra, stamp) for env in envs}
+    try:  # every run resolved (podrl.experiment) before the first one starts: a bad flag fails here, in seconds
+        for commands in plans.values():
+            for command in commands:
+                resolve(preset.layout, command[2:])
+    except UserInputError as e:
+        print(f"error: {e.label}: {e}", file=sys.stderr)
+        return 2
     invocation: dict[str, Any] | None = None
     for env in envs:
-        commands = train_commands(preset, env, args.seeds, args.total_steps, runs_dir, extra, stamp)
+        commands = plans[env]
         start = time.perf_counter()
         for command in commands:
             run(command, out / "train.log", args.stop_after_s)

@@ -10,47 +10,13 @@ Examples:
       --sweep agent.learning_rate=0,1e-4,3e-4,1e-3 --pbt-every 32        # population-based training
   python scripts/train_anakin.py --env my_pkg.my_env:MyEnv        # your own JaxEnv class
   python scripts/train_anakin.py agent:impala --agent.learning-rate 1e-3
+
+Everything is in `podrl.cli` (flags, presets, resume: `podrl.experiment`).
 """
 
-from __future__ import annotations
-
-import dataclasses
 import sys
-from typing import Annotated
 
-import tyro
-
-from cli_common import AgentChoice, Distributed, PresetName, default_agent, run_cli
-from podrl.distributed import DistributedConfig
-from podrl.config import AnakinConfig
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainAnakinArgs:
-    """Train an agent with the Anakin layout on a JAX environment."""
-
-    run: Annotated[AnakinConfig, tyro.conf.arg(name="")] = dataclasses.field(default_factory=AnakinConfig)
-    agent: AgentChoice = dataclasses.field(default_factory=default_agent)
-    """The agent and its hyperparameters."""
-    distributed: Distributed = dataclasses.field(default_factory=DistributedConfig)
-    """Multi-process (multi-host) settings; defaults run one process."""
-    preset: PresetName | None = None
-    """Start from a named config with known-good hyperparameters (listed above); other flags override its fields."""
-    cpu_devices: int | None = None
-    """On CPU, split the host into this many JAX devices (a fake mesh; same as XLA_FLAGS=--xla_force_host_platform_device_count=N)."""
-
-
-def train(args: TrainAnakinArgs) -> None:
-    from podrl.anakin import train_anakin
-    from podrl.compile_cache import enable
-
-    enable(args.run.compile_cache)  # before anything compiles
-    train_anakin(args.run, args.agent, full_config=args)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return run_cli(TrainAnakinArgs, train, argv)
-
+from podrl.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main("anakin"))

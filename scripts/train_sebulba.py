@@ -9,47 +9,13 @@ Examples:
   python scripts/train_sebulba.py --env jax:Acrobot-v1 --threads-per-actor-device 2
   python scripts/train_sebulba.py --env dm_env:my_pkg.envs:make_env       # a dm_env.Environment factory
   python scripts/train_sebulba.py --env my_pkg.envs:make_env              # gymnasium / dm_env / vector env factory
+
+Everything is in `podrl.cli` (flags, presets, resume: `podrl.experiment`).
 """
 
-from __future__ import annotations
-
-import dataclasses
 import sys
-from typing import Annotated
 
-import tyro
-
-from cli_common import AgentChoice, Distributed, PresetName, default_agent, run_cli
-from podrl.distributed import DistributedConfig
-from podrl.sebulba.config import SebulbaConfig
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainSebulbaArgs:
-    """Train an agent with the Sebulba layout on host environments."""
-
-    run: Annotated[SebulbaConfig, tyro.conf.arg(name="")] = dataclasses.field(default_factory=SebulbaConfig)
-    agent: AgentChoice = dataclasses.field(default_factory=default_agent)
-    """The agent and its hyperparameters."""
-    distributed: Distributed = dataclasses.field(default_factory=DistributedConfig)
-    """Multi-process (multi-host) settings; defaults run one process."""
-    preset: PresetName | None = None
-    """Start from a named config with known-good hyperparameters (listed above); other flags override its fields."""
-    cpu_devices: int | None = None
-    """On CPU, split the host into this many JAX devices (actors on --actor-devices, learners on the rest)."""
-
-
-def train(args: TrainSebulbaArgs) -> None:
-    from podrl.sebulba import train_sebulba
-    from podrl.compile_cache import enable
-
-    enable(args.run.compile_cache)  # before anything compiles
-    train_sebulba(args.run, args.agent, full_config=args)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return run_cli(TrainSebulbaArgs, train, argv)
-
+from podrl.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main("sebulba"))

@@ -70,7 +70,8 @@ def main() -> None:
 
 def anakin_config(updates: int, logging, checkpoint=None):
     """The README's `train_anakin.py --num-envs 8`, `updates` updates long; defaults otherwise."""
-    from podrl.config import AnakinConfig, CheckpointConfig
+    from podrl.anakin.config import AnakinConfig
+    from podrl.config import CheckpointConfig
 
     steps = AnakinConfig(num_envs=8).steps_per_update * updates
     return AnakinConfig(num_envs=8, total_steps=steps, logging=logging, checkpoint=checkpoint or CheckpointConfig())
@@ -79,7 +80,8 @@ def anakin_config(updates: int, logging, checkpoint=None):
 def population_config(updates: int, logging, checkpoint=None):
     """A 4-member lr sweep with PBT every 2 updates on a (2 rows, 2 data shards) mesh: with 2 processes
     x 2 devices each process holds one row (2 members), so exploit copies members across processes."""
-    from podrl.config import AnakinConfig, CheckpointConfig
+    from podrl.anakin.config import AnakinConfig
+    from podrl.config import CheckpointConfig
 
     return AnakinConfig(num_envs=8, rollout_length=32, total_steps=8 * 32 * updates, eval_episodes=4,
                         eval_max_steps=200, logging=logging, checkpoint=checkpoint or CheckpointConfig(),

@@ -13,7 +13,8 @@ import pytest
 import envs
 from agents.ppo import PPOConfig
 from podrl.anakin import AnakinProgram, NonFiniteError, train_anakin
-from podrl.config import AnakinConfig, LoggingConfig
+from podrl.anakin.config import AnakinConfig
+from podrl.config import LoggingConfig
 from podrl.evaluation import evaluate_greedy
 from podrl.mesh import data_mesh
 from podrl.types import Agent

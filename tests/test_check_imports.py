@@ -33,7 +33,7 @@ def test_planted_violations_are_each_reported_with_file_and_line(tmp_path):
         "podrl/anakin/train.py": "x = 1\n",
         "podrl/sebulba/learner.py": "from .. import types\n",  # a relative import a layout may do
         "podrl/types.py": "",
-        "podrl/presets.py": "def f():\n    from agents import AGENTS\n",  # a registry reader: allowed
+        "podrl/experiment.py": "def f():\n    from agents import AGENTS\n",  # a registry reader: allowed
         "agents/ppo/agent.py": "import jax\n\n\ndef f():\n    from podrl.anakin import train\n",  # lazy
         "agents/impala/agent.py": "from podrl import sebulba\n",
         "envs/registry.py": "from podrl.errors import ConfigError\n",

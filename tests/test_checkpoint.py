@@ -18,7 +18,8 @@ from agents.ppo import PPOConfig
 from envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.anakin import train_anakin
 from podrl.checkpoint import Checkpointer, resume_dir
-from podrl.config import AnakinConfig, CheckpointConfig, LoggingConfig
+from podrl.anakin.config import AnakinConfig
+from podrl.config import CheckpointConfig, LoggingConfig
 from podrl.errors import ConfigError
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from resume_twins import ConstantBandit

@@ -15,7 +15,8 @@ import envs
 from agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
 from podrl.checkpoint import Checkpointer
-from podrl.config import AnakinConfig, CheckpointConfig, LoggingConfig
+from podrl.anakin.config import AnakinConfig
+from podrl.config import CheckpointConfig, LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
 
 QUIET = LoggingConfig(run_dir=None, console=False, tensorboard=False)

@@ -121,7 +121,8 @@ CASES = {
         ["error: unsupported space: ", "Dict(", "FlattenObservation"]),
     "unresolvable import path": (
         ["--env", "no_such_pkg.envs:Maze"],
-        ["error: unknown env: ", "cannot import module 'no_such_pkg.envs'", "'module:factory'"]),
+        # one format in both layouts (issue 28 item 2): an unknown env is the config error of field env
+        ["error: invalid config: env: ", "cannot import module 'no_such_pkg.envs'", "'module:factory'"]),
     "missing extra": (
         ["--env", "ale:Pong"],
         ["error: missing optional dependency: ", "pip install 'podrl[atari]'", "simulated: ale-py missing"]),

@@ -14,7 +14,8 @@ import podrl.anakin.train
 from agents.impala import ImpalaConfig
 from agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
-from podrl.config import AnakinConfig, LoggingConfig
+from podrl.anakin.config import AnakinConfig
+from podrl.config import LoggingConfig
 from podrl.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,8 @@ import pytest
 from agents.impala import ImpalaConfig
 from agents.ppo import PPOConfig
 from podrl.checkpoint import config_differences
-from podrl.config import AnakinConfig, CheckpointConfig
+from podrl.anakin.config import AnakinConfig
+from podrl.config import CheckpointConfig
 from podrl.config_json import config_from_json, jsonable, resolved_config
 from podrl.errors import ConfigError
 from podrl.sebulba import SebulbaConfig

@@ -14,7 +14,8 @@ from agents.dqn import DQNConfig, q_learning_target
 from envs.registry import make
 from envs.types import env_spec
 from podrl.anakin import train_anakin
-from podrl.config import AnakinConfig, LoggingConfig
+from podrl.anakin.config import AnakinConfig
+from podrl.config import LoggingConfig
 from podrl.errors import ConfigError
 from podrl.parallel import DATA_AXIS
 from podrl.sebulba import SebulbaConfig, train_sebulba

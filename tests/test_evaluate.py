@@ -28,7 +28,8 @@ import envs
 from agents.ppo import PPOConfig
 from envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.anakin import train_anakin
-from podrl.config import AnakinConfig, LoggingConfig
+from podrl.anakin.config import AnakinConfig
+from podrl.config import LoggingConfig
 from podrl.evaluation import evaluate_greedy, evaluate_host_greedy
 from untrained import sebulba_initial_params
 

@@ -33,7 +33,8 @@ from envs.adapters.jax_host import JaxHostVectorEnv
 from envs.adapters.specs import EnvSpecMismatchError, check_host_env
 from podrl.anakin import train_anakin
 from podrl.checkpoint import CheckpointError, Checkpointer
-from podrl.config import AnakinConfig, CheckpointConfig, LoggingConfig
+from podrl.anakin.config import AnakinConfig
+from podrl.config import CheckpointConfig, LoggingConfig
 from podrl.distributed import DistributedConfig
 from podrl.errors import ConfigError, NonFiniteError
 from podrl.sebulba import SebulbaConfig, train_sebulba

@@ -21,7 +21,8 @@ from envs.adapters.make import make_host_env
 from envs.adapters.optional import MissingExtraError
 from envs.registry import UnknownEnvError, check_name
 from podrl.anakin import AnakinProgram, train_anakin
-from podrl.config import AnakinConfig, LoggingConfig
+from podrl.anakin.config import AnakinConfig
+from podrl.config import LoggingConfig
 from podrl.errors import ConfigError
 from podrl.mesh import data_mesh
 from podrl.sebulba import SebulbaConfig, train_sebulba

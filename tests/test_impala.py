@@ -16,7 +16,8 @@ from agents.impala.agent import _minibatches, make_optimizer
 from agents.networks import ActorCritic, action_distribution, make_network
 from envs.types import EnvSpec
 from podrl.anakin import train_anakin
-from podrl.config import AnakinConfig, LoggingConfig
+from podrl.anakin.config import AnakinConfig
+from podrl.config import LoggingConfig
 from podrl.errors import ConfigError
 from podrl.parallel import DATA_AXIS
 from podrl.types import Trajectory

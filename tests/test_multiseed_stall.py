@@ -26,7 +26,7 @@ import envs
 from agents.ppo import PPOConfig
 from envs.types import env_spec
 from podrl.anakin.program import AnakinProgram
-from podrl.config import AnakinConfig
+from podrl.anakin.config import AnakinConfig
 from podrl.mesh import data_mesh
 from podrl.watchdog import exit_now, within, StageTimeout
 

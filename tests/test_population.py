@@ -11,7 +11,8 @@ import pytest
 from agents.impala import ImpalaConfig
 from agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
-from podrl.config import AnakinConfig, LoggingConfig
+from podrl.anakin.config import AnakinConfig
+from podrl.config import LoggingConfig
 from podrl.errors import ConfigError
 from podrl.population import member_values, parse_sweep, pbt_decide
 

@@ -12,7 +12,8 @@ from agents.pqn import PQNConfig
 from agents.q_learning import epsilon_greedy, epsilon_schedule
 from agents.returns import batched_q_lambda_returns, q_lambda_returns
 from podrl.anakin import train_anakin
-from podrl.config import AnakinConfig, LoggingConfig
+from podrl.anakin.config import AnakinConfig
+from podrl.config import LoggingConfig
 from podrl.errors import ConfigError
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from test_sebulba import QUIET, anakin_sebulba_params, max_diffs

@@ -22,24 +22,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import reproduce  # noqa: E402
-import train_anakin  # noqa: E402
-import train_sebulba  # noqa: E402
-from cli_common import run_cli  # noqa: E402
-
-ARGS = {"anakin": train_anakin.TrainAnakinArgs, "sebulba": train_sebulba.TrainSebulbaArgs}
+from podrl.cli import run_cli  # noqa: E402
+from podrl.experiment import preset_experiment  # noqa: E402
 
 
 def parse(layout: str, *argv: str):
     """The args the training script would train with (nothing is trained)."""
     seen = []
-    assert run_cli(ARGS[layout], seen.append, list(argv)) == 0
+    assert run_cli(layout, seen.append, list(argv)) == 0
     return seen[0]
 
 
 @pytest.mark.parametrize("name", sorted(presets.PRESETS))
 def test_every_preset_builds_valid_configs_for_its_layout(name):
     preset = presets.PRESETS[name]
-    args = presets.preset_args(ARGS[preset.layout], preset)
+    args = preset_experiment(preset.layout, preset.name)
     for field, value in preset.run.items():
         assert getattr(args.run, field) == (tuple(value) if isinstance(value, list) else value), field
     for field, value in preset.agent_fields.items():
@@ -198,7 +195,7 @@ def test_report_says_whether_the_wall_clock_budget_cut_a_run_short(steps, said):
 
 
 def test_agent_flags_without_a_subcommand_select_the_preset_agent():
-    from cli_common import with_agent_subcommand
+    from podrl.cli_flags import order_argv as with_agent_subcommand
 
     argv = ["--preset", "x", "--agent.hidden-sizes", "8", "8", "--num-envs", "8", "--agent.gamma", "0.9"]
     assert with_agent_subcommand(argv, "impala") == [

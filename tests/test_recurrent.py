@@ -17,7 +17,8 @@ from envs.tiny import RecallCue
 from envs.types import LAST
 from envs.wrappers import TimeLimit, wrap_for_training
 from podrl.anakin import train_anakin
-from podrl.config import AnakinConfig, LoggingConfig
+from podrl.anakin.config import AnakinConfig
+from podrl.config import LoggingConfig
 from podrl.errors import ConfigError
 from podrl.rollout import reset_batch, rollout
 from test_sebulba import anakin_sebulba_params, max_diffs

@@ -18,7 +18,8 @@ from agents.ppo import PPOConfig
 from envs.adapters.jax_host import JaxHostVectorEnv
 from envs.registry import make
 from podrl.anakin import train_anakin
-from podrl.config import AnakinConfig, LoggingConfig
+from podrl.anakin.config import AnakinConfig
+from podrl.config import LoggingConfig
 from podrl.errors import ConfigError, NonFiniteError
 from podrl.parallel import mean_across_learners
 from podrl.sebulba import SebulbaConfig, train_sebulba

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podrl.config import AnakinConfig
+from podrl.anakin.config import AnakinConfig
 from podrl.errors import ConfigError
 from podrl.watchdog import STALL_EXIT_CODE, StageTimeout, within
 

@@ -13,7 +13,7 @@ import envs
 from envs.adapters.make import make_host_env
 from envs.types import EnvSpec
 from podrl.anakin import AnakinProgram
-from podrl.config import AnakinConfig
+from podrl.anakin.config import AnakinConfig
 from podrl.evaluation import evaluate_host_greedy
 from podrl.mesh import data_mesh
 

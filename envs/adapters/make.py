@@ -25,7 +25,6 @@ registers that id on import.
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 from typing import Any, Callable
 
@@ -38,7 +37,7 @@ from envs.adapters.gymnasium import GymnasiumVectorEnv
 from envs.adapters.jax_host import JaxHostVectorEnv
 from envs.gymnax import is_suite_name
 from envs.host import HostVectorEnv
-from envs.registry import UnknownEnvError, check_name, make
+from envs.registry import UnknownEnvError, check_name, import_user_module, make
 
 FORMS = (
     "a gymnasium id ('CartPole-v1'), 'jax:<envs.make name>', 'gymnax:<id>', 'craftax:<id>', "
@@ -50,7 +49,7 @@ FORMS = (
 def _import_attr(name: str, path: str) -> Any:
     module_name, _, attr = path.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = import_user_module(module_name)
     except ImportError as e:
         raise UnknownEnvError(f"env {name!r}: cannot import module {module_name!r} ({e}); expected {FORMS}") from e
     if not hasattr(module, attr):
@@ -132,7 +131,7 @@ def make_host_env(
         return GymnasiumVectorEnv(name, num_envs, vectorization=vectorization, **kwargs)
     module_name = prefix
     try:
-        module = importlib.import_module(module_name)
+        module = import_user_module(module_name)
     except ImportError as e:
         raise UnknownEnvError(f"env {name!r}: cannot import module {module_name!r} ({e}); expected {FORMS}") from e
     if not hasattr(module, rest) and rest in gymnasium.registry:  # gymnasium's "module:EnvId"

@@ -1,8 +1,9 @@
 """Anakin: the JAX env and the agent in one jitted program per device."""
 
+from podrl.anakin.config import AnakinConfig
 from podrl.anakin.program import AnakinProgram, AnakinState, CallMetrics, summarize_call
 from podrl.anakin.train import AnakinResult, train_anakin
 from podrl.errors import NonFiniteError
 
-__all__ = ["AnakinProgram", "AnakinState", "CallMetrics", "summarize_call", "AnakinResult", "train_anakin",
+__all__ = ["AnakinConfig", "AnakinProgram", "AnakinState", "CallMetrics", "summarize_call", "AnakinResult", "train_anakin",
            "NonFiniteError"]

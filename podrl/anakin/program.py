@@ -37,7 +37,7 @@ from jax.sharding import Mesh, PartitionSpec as P
 
 from envs.types import JaxEnv
 from envs.wrappers import wrap_for_training
-from podrl.config import AnakinConfig
+from podrl.anakin.config import AnakinConfig
 from podrl.evaluation import evaluate_greedy
 from podrl.learner_state import shard_global, shard_local, train_state_spec
 from podrl.parallel import DATA_AXIS, POPULATION_AXIS, mean_across_learners, sum_across_learners, vary_like

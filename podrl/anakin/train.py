@@ -17,7 +17,7 @@ import numpy as np
 
 from envs.types import JaxEnv
 from podrl.anakin.program import AnakinProgram, AnakinState, summarize_call
-from podrl.config import AnakinConfig
+from podrl.anakin.config import AnakinConfig
 from podrl.errors import NonFiniteError, check_finite
 from podrl.learner_state import check_shard_state_fits
 from podrl.population import lineage_record, member_values, parse_sweep, pbt_decide, sweepable

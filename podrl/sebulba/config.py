@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 from typing import Any, ClassVar
 
 from podrl.config import RunConfig
@@ -17,6 +18,17 @@ class SebulbaConfig(RunConfig):
 
     layout: ClassVar[str] = "sebulba"
     """The layout name runs and checkpoints record."""
+    HELP: ClassVar[dict[str, str]] = {
+        "env": "A gymnasium id, 'jax:<id>', 'gymnax:<id>', 'craftax:<id>', 'ale:Pong', 'envpool:<id>', "
+               "'dm_env:module:factory' or 'module:factory' (your own env; the current folder is importable, "
+               "and --env-kwargs reach its constructor).",
+        "seed": "Seed of params, envs and PRNG keys (each actor thread and learner shard derives its own).",
+        "total_steps": "Environment steps of this process's actors; rounded down to whole updates.",
+        "logging.console": "Print a progress line every --log-every updates.",
+        "cpu_devices": "On CPU, split the host into this many JAX devices (actors on --actor-devices, learners "
+                       "on the rest).",
+    }
+    """--help wording of shared fields, for this layout (`podrl.cli_flags`)."""
 
     eval_every: int = 0
     """Evaluate the greedy policy every this many updates (and after the last); 0 = only at the end."""
@@ -63,9 +75,9 @@ class SebulbaConfig(RunConfig):
 
             atari_protocol(**options)
 
-    @property
+    @functools.cached_property
     def env_options(self) -> dict[str, Any]:
-        """`env_kwargs` as keyword arguments of the host env factory (`parse_env_kwargs`)."""
+        """`env_kwargs` as keyword arguments of the host env factory (`parse_env_kwargs`), parsed once."""
         return parse_env_kwargs(self.env_kwargs)
 
     @property
@@ -81,7 +93,7 @@ class SebulbaConfig(RunConfig):
         """The env-step count logged after `updates` updates: every process's actors feed each update."""
         return updates * self.steps_per_update * num_processes
 
-    @property
+    @functools.cached_property
     def fixed_lag(self) -> int | None:
         """The fixed policy lag, or None in async mode."""
         return None if self.lag == "async" else int(self.lag)
