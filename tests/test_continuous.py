@@ -4,6 +4,8 @@ the action scaling and warm-up, sharded updates (deterministic, shard-count inva
 from __future__ import annotations
 
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,6 +25,7 @@ from podrl.errors import ConfigError
 from podrl.learner_state import init_on_mesh, shard_global, shard_local, train_state_spec
 from podrl.parallel import DATA_AXIS
 from podrl.types import Trajectory
+from test_checkpoint import anakin as checkpointed_anakin, leaves
 from untrained import anakin_initial_return
 
 QUIET = LoggingConfig(run_dir=None, console=False)
@@ -213,6 +216,25 @@ def test_update_is_deterministic_and_shard_count_invariant(cpu_devices, config_t
         np.testing.assert_allclose(x, y, atol=1e-5, rtol=0)
     for name, value in runs[0][1].items():
         np.testing.assert_allclose(metrics4[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.timeout(300)
+def test_sac_anakin_stop_resume_with_the_buffer_is_bit_identical(tmp_path, cpu_devices):
+    """Two learner devices (two buffers), 10 updates of 8 envs x 16 steps (64 transitions per shard each;
+    warm-up 128: learning from update 1): stopped after 4 updates and resumed, the run ends bit-identical
+    to an uninterrupted one: buffers, critics, targets, temperature, Adam states, envs and keys."""
+    agent = SACConfig(**SMALL)
+
+    def reach(name, **checkpoint):
+        return dataclasses.replace(checkpointed_anakin(tmp_path, name, **checkpoint), env="ReachCue-v0")
+
+    whole = train_anakin(reach("whole"), agent)
+    train_anakin(reach("part", stop_after_updates=4), agent)
+    rest = train_anakin(reach("rest", resume=str(tmp_path / "part")), agent)
+    assert float(rest.history[-1]["train/learning"][0]) == 1.0
+    assert int(rest.state.train_state.shard_state.size[0, 1]) == 10 * 64
+    for a, b in zip(leaves(whole.state), leaves(rest.state), strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 # -------------------------------------------------------------------- learning
