@@ -72,8 +72,8 @@ def max_diffs(a_leaves, b_leaves) -> list[float]:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("agent_config, env, bound", [
-    (PPOConfig(), "CartPole-v1", 1e-6), (SACConfig(**CONTINUOUS_SMALL), "ReachCue-v0", 1e-5),
-    (TD3Config(**CONTINUOUS_SMALL), "ReachCue-v0", 1e-5)], ids=["ppo", "sac", "td3"])
+    (PPOConfig(), "CartPole-v1", 1e-6), (SACConfig(**CONTINUOUS_SMALL), "ReachCue-v0", 1e-6),
+    (TD3Config(**CONTINUOUS_SMALL), "ReachCue-v0", 1e-6)], ids=["ppo", "sac", "td3"])
 def test_parity_with_anakin_same_seed(cpu_devices, agent_config, env, bound):
     """lag=0, one actor thread, the JAX env through the host adapter, one learner device:
     the same agent code gives the same parameters as Anakin on one device.
@@ -81,9 +81,9 @@ def test_parity_with_anakin_same_seed(cpu_devices, agent_config, env, bound):
     Not bit-identical: Anakin fuses acting into one scanned XLA program while Sebulba
     runs `act` as its own jitted call, so the stored values differ in the last float
     bits; the actions of CartPole (discrete) and its episodes are identical, ReachCue's
-    continuous actions (and so its rewards) differ in their last bits. Bound: 1e-6 (PPO),
-    1e-5 (SAC and TD3: their replay buffers of T * B = 128 transitions per update start
-    learning after one update, then 8 gradient steps per update).
+    continuous actions (and so its rewards) may differ in their last bits. Bound: 1e-6
+    (measured: SAC 1.9e-9, TD3 1.5e-8, their replay buffers learning from the first update
+    on, 8 gradient steps per update; their weights moved by 1.4e-2 and 6e-3).
     """
     anakin, sebulba, init = anakin_sebulba_params(agent_config, env=env)
     assert max(max_diffs(anakin, sebulba)) < bound, max_diffs(anakin, sebulba)
