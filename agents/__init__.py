@@ -43,8 +43,8 @@ AGENTS: dict[str, AgentEntry] = {
     "impala": AgentEntry(ImpalaConfig, "IMPALA: actor-critic with V-trace."),
     "pqn": AgentEntry(PQNConfig, "PQN: Q(lambda) on parallel rollouts, LayerNorm, epsilon-greedy; no replay, no target net."),
     "dqn": AgentEntry(DQNConfig, "DQN: replay buffer per learner shard, target network, Double DQN, n-step."),
-    "sac": AgentEntry(SACConfig, "SAC: continuous actions, tanh-Gaussian actor, twin soft Q critics, learned temperature."),
-    "td3": AgentEntry(TD3Config, "TD3: continuous actions, deterministic actor, twin critics, target smoothing, delayed updates."),
+    "sac": AgentEntry(SACConfig, "SAC (continuous actions): tanh-Gaussian actor, twin soft Q critics, learned temperature."),
+    "td3": AgentEntry(TD3Config, "TD3 (continuous actions): twin critics, target policy smoothing, delayed actor updates."),
 }
 """CLI name -> agent; the first entry is the default."""
 

@@ -48,14 +48,15 @@ def run_child(spec_text: str) -> int:
     from podrl.config import AnakinConfig, LoggingConfig
 
     config = AnakinConfig(env=ENV_NAME, num_envs=spec["envs"], rollout_length=spec["rollout"],
-                          total_steps=spec["steps"], num_devices=spec["devices"], updates_per_call=spec["per_call"],
-                          eval_every=0, eval_episodes=spec["devices"], logging=LoggingConfig(run_dir=None, console=False))
+                          total_steps=spec["steps"], num_devices=spec["devices"],
+                          updates_per_call=spec["per_call"], eval_every=0, eval_episodes=spec["devices"],
+                          logging=LoggingConfig(run_dir=None, console=False))
     agent = sac_config(spec["quick"], spec["replay_ratio"])
     result = train_anakin(config, agent)
     sps = float(result.steps_per_second)
+    example = replay.example_transition(envs.env_spec(envs.make(ENV_NAME)))
     emit_result({"steps_per_second": sps, "sgd_steps_per_second": sps * agent.replay_ratio / spec["devices"],
-                 "compile_seconds": float(result.compile_seconds),
-                 "bytes_per_transition": replay.item_bytes(replay.example_transition(envs.env_spec(envs.make(ENV_NAME))))})
+                 "compile_seconds": float(result.compile_seconds), "bytes_per_transition": replay.item_bytes(example)})
     return 0
 
 

@@ -11,7 +11,7 @@ Train state (`podrl.types.TrainState`):
 shard's `[T, B]` rollout to its buffer as `T * B` n-step transitions, then (once the
 buffer holds `min_fill`) takes `round(replay_ratio * T * B)` Adam steps, each on
 `batch_size` uniform samples with targets from the target network
-(`agents.dqn.losses`; the add and the gate are `agents.off_policy.replay_and_learn`), gradients averaged across learners by
+(`agents.dqn.losses`; the add and the gate: `agents.off_policy.replay_and_learn`), gradients averaged across learners by
 `agents.actor_critic.sgd_step` (`podrl.parallel.learner_value_and_grad`). Nothing
 here mentions devices, threads or layouts.
 """
