@@ -7,7 +7,9 @@ distributions in `agents.networks`, the recurrent cores (LSTM, GRU) in `agents.c
 and their learner re-unroll in `agents.unroll`, return estimators (GAE, V-trace) in
 `agents.returns`, the actor-critic agent plumbing (init, acting, optimizer,
 SGD step) in `agents.actor_critic`, the value-based one (Q network, epsilon-greedy
-acting, params carrying epsilon) in `agents.q_learning`, config field checks in
+acting, params carrying epsilon) in `agents.q_learning`, the continuous-control one (SAC, TD3:
+twin critic, action bounds, warm-up) in `agents.continuous`, the replay in `agents.replay` and
+`agents.off_policy`, config field checks in
 `agents.config_checks`.
 
 `AGENTS` is the one table of agents: the training CLIs build their `agent:<name>`
@@ -25,6 +27,8 @@ from agents.dqn.config import DQNConfig
 from agents.impala.config import ImpalaConfig
 from agents.pqn.config import PQNConfig
 from agents.ppo.config import PPOConfig
+from agents.sac.config import SACConfig
+from agents.td3.config import TD3Config
 
 
 class AgentEntry(NamedTuple):
@@ -39,6 +43,8 @@ AGENTS: dict[str, AgentEntry] = {
     "impala": AgentEntry(ImpalaConfig, "IMPALA: actor-critic with V-trace."),
     "pqn": AgentEntry(PQNConfig, "PQN: Q(lambda) on parallel rollouts, LayerNorm, epsilon-greedy; no replay, no target net."),
     "dqn": AgentEntry(DQNConfig, "DQN: replay buffer per learner shard, target network, Double DQN, n-step."),
+    "sac": AgentEntry(SACConfig, "SAC (continuous actions): tanh-Gaussian actor, twin soft Q critics, learned temperature."),
+    "td3": AgentEntry(TD3Config, "TD3 (continuous actions): twin critics, target policy smoothing, delayed actor updates."),
 }
 """CLI name -> agent; the first entry is the default."""
 

@@ -4,12 +4,15 @@
 (`PPOConfig`, `ImpalaConfig`; declared and documented once, here), validated by
 `check_network_fields`. The value-based agents (PQN, DQN) inherit `QNetworkConfig`
 (torso and Q head, no recurrent core) and `EpsilonConfig` (the epsilon-greedy schedule),
-validated by `check_q_network_fields` and `check_epsilon_fields`.
+validated by `check_q_network_fields` and `check_epsilon_fields`. The continuous-control
+agents (SAC, TD3) inherit `ContinuousControlConfig` (a `ReplayConfig` plus warm-up, targets,
+MLP widths and their optimizer block), validated by `check_continuous_control_fields`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 from podrl.errors import ConfigError, is_int, require_bool, require_choice, require_int, require_number
 
@@ -66,12 +69,18 @@ def check_torso_fields(config) -> None:
     """Raises ConfigError unless `config.hidden_sizes` is a tuple or list of positive ints
     (stored back on the frozen dataclass as a tuple), `config.activation` is in ACTIVATIONS
     and `config.torso` in TORSOS (checked in that order)."""
+    check_mlp_fields(config)
+    require_choice(config, "torso", TORSOS)
+
+
+def check_mlp_fields(config) -> None:
+    """Raises ConfigError unless `config.hidden_sizes` is a tuple or list of positive ints
+    (stored back on the frozen dataclass as a tuple) and `config.activation` is in ACTIVATIONS."""
     sizes = config.hidden_sizes
     if not isinstance(sizes, (tuple, list)) or not all(is_int(s) and s > 0 for s in sizes):
         raise ConfigError("hidden_sizes", f"must be a tuple of positive ints, got {sizes!r}")
     object.__setattr__(config, "hidden_sizes", tuple(sizes))
     require_choice(config, "activation", ACTIVATIONS)
-    require_choice(config, "torso", TORSOS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,3 +124,81 @@ def check_epsilon_fields(config: EpsilonConfig) -> None:
     require_number(config, "epsilon_start", low=0.0, high=1.0)
     require_number(config, "epsilon_end", low=0.0, high=1.0)
     require_number(config, "epsilon_decay_fraction", low=0.0, high=1.0, low_open=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayConfig:
+    """A replay ring buffer per learner shard (`agents.replay`), filled with each update's rollout
+    and sampled by `replay_ratio` gradient steps per env step (`agents.off_policy`)."""
+
+    memory_field: ClassVar[str] = "buffer_size"
+    """The field that sets the per-learner-shard state's size (named by the layouts' memory check)."""
+
+    buffer_size: int = 1_000_000
+    """Replay capacity in transitions, per learner shard (each learner device holds its own buffer)."""
+    batch_size: int = 256
+    """Transitions sampled per gradient step, per learner shard."""
+    replay_ratio: float = 1.0
+    """Gradient steps per env step of this shard: an update of T x B steps does round(replay_ratio * T * B) of them (at least 1)."""
+
+    def sgd_steps(self, rollout_length: int, envs_per_shard: int) -> int:
+        """Gradient steps per update: round(replay_ratio * T * B), at least 1."""
+        return max(1, round(self.replay_ratio * rollout_length * envs_per_shard))
+
+    def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
+        """Raises ConfigError("buffer_size") unless one update's `T * B` transitions fit the buffer."""
+        added = rollout_length * envs_per_shard
+        if added > self.buffer_size:
+            raise ConfigError("buffer_size", f"one update adds rollout_length * envs_per_shard = {rollout_length} * "
+                              f"{envs_per_shard} = {added} transitions to each shard's buffer, more than its "
+                              f"{self.buffer_size}; use a larger buffer_size")
+
+
+def check_replay_fields(config: ReplayConfig) -> None:
+    """Raises ConfigError unless buffer_size and batch_size are positive ints and replay_ratio > 0."""
+    require_int(config, "buffer_size", "batch_size")
+    require_number(config, "replay_ratio", low=0.0, low_open=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ContinuousControlConfig(ReplayConfig):
+    """The fields SAC and TD3 share (`agents.continuous`): replay, warm-up, targets, networks and
+    the optimizer block. Defaults: CleanRL's `sac_continuous_action.py` / `td3_continuous_action.py`
+    (Huang et al. 2022, JMLR 23(274)) for MuJoCo, but for the warm-up, which each agent sets."""
+
+    warmup_steps: int = 5_000
+    """Per learner shard: the first warmup_steps transitions come from uniform random actions, and no gradient step is taken before the buffer holds them."""
+    gamma: float = 0.99
+    """Discount factor, in [0, 1]."""
+    tau: float = 0.005
+    """Polyak step of the target networks after each gradient step: target <- tau * online + (1 - tau) * target, in (0, 1]."""
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """Hidden layer widths of the actor MLP and of each critic MLP."""
+    activation: str = "relu"
+    """Hidden activation of the MLPs: one of tanh, relu, gelu, silu, elu."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this before the targets."""
+    # -- optimizer block (Adam on each network; the shared optimizer config may replace it)
+    actor_learning_rate: float = 3e-4
+    """Adam step size of the actor."""
+    critic_learning_rate: float = 1e-3
+    """Adam step size of the twin critics."""
+    adam_eps: float = 1e-8
+    """Adam epsilon (every optimizer here)."""
+    max_grad_norm: float = 1e6
+    """Clip each network's gradients to this global norm before Adam (the default: no clipping in practice)."""
+
+
+def check_continuous_control_fields(config: ContinuousControlConfig) -> None:
+    """Raises ConfigError naming the first invalid field of `ContinuousControlConfig`."""
+    check_replay_fields(config)
+    require_int(config, "warmup_steps", minimum=0)
+    if config.warmup_steps > config.buffer_size:
+        raise ConfigError("warmup_steps", f"{config.warmup_steps} exceeds buffer_size {config.buffer_size}: "
+                          "learning would never start")
+    require_number(config, "gamma", low=0.0, high=1.0)
+    require_number(config, "tau", low=0.0, high=1.0, low_open=True)
+    check_mlp_fields(config)
+    require_number(config, "reward_scale", low=0.0, low_open=True)
+    for name in ("actor_learning_rate", "critic_learning_rate", "adam_eps", "max_grad_norm"):
+        require_number(config, name, low=0.0, low_open=True)

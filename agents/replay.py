@@ -17,11 +17,13 @@ needs only `(o_t, a_t, R_t, discount_t, o_{t+m})` per sample.
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from envs.types import EnvSpec
 from podrl.types import Trajectory
 
 Array = jax.Array
@@ -64,6 +66,25 @@ class Transition(NamedTuple):
     reward: Array
     discount: Array
     next_observation: Array
+
+
+def example_transition(env_spec: EnvSpec) -> Transition:
+    """One stored 1- or n-step `Transition`'s shapes and dtypes for `env_spec`: observations keep the
+    env's dtype (uint8 pixels stay uint8); a discrete action is int32 `[]`, a continuous one float32
+    `[*action_shape]` (as the env takes it); reward and discount float32 `[]`."""
+    obs = jax.ShapeDtypeStruct(tuple(env_spec.observation.shape), env_spec.observation.dtype)
+    scalar = jax.ShapeDtypeStruct((), jnp.float32)
+    if env_spec.discrete:
+        action = jax.ShapeDtypeStruct((), jnp.int32)
+    else:
+        action = jax.ShapeDtypeStruct(tuple(env_spec.action.shape), jnp.float32)
+    return Transition(obs, action, scalar, scalar, obs)
+
+
+def item_bytes(example: Any) -> int:
+    """Bytes one stored item takes (`example`: arrays or ShapeDtypeStructs, no leading axis), e.g. 44 for
+    `example_transition` of CartPole (two 4-float observations, an int32 action, reward, discount)."""
+    return sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize for x in jax.tree.leaves(example))
 
 
 def init(capacity: int, example: Any) -> ReplayBuffer:

@@ -157,6 +157,9 @@ def test_anakin_config_and_env_errors_exit_2_without_traceback(workdir):
                       "error: invalid config: env: ", "cannot import module 'no_such_pkg.envs'")
     assert_user_error(run(workdir, "train_anakin.py", "--env", "Pendulum-v1", "--num-devices", "1", "agent:pqn"),  # continuous actions
                       "error: invalid config: env: agent 'pqn' ", "needs a discrete action space", "BoundedArray(")
+    assert_user_error(run(workdir, "train_anakin.py", "--num-devices", "1", "agent:sac"),  # CartPole: discrete actions
+                      "error: invalid config: env: agent 'sac' ", "needs a continuous (Box) action space",
+                      "DiscreteArray(")
     assert_user_error(run(workdir, "train_anakin.py", "--num-devices", "1", "agent:dqn", "--agent.buffer-size",
                           "1000000000000"),  # a replay buffer no device holds: refused before compiling
                       "error: invalid config: buffer_size: ", "44,000,000,000,008 bytes", "GiB per learner device")

@@ -11,7 +11,7 @@ Train state (`podrl.types.TrainState`):
 shard's `[T, B]` rollout to its buffer as `T * B` n-step transitions, then (once the
 buffer holds `min_fill`) takes `round(replay_ratio * T * B)` Adam steps, each on
 `batch_size` uniform samples with targets from the target network
-(`agents.dqn.losses`), gradients averaged across learners by
+(`agents.dqn.losses`; the add and the gate: `agents.off_policy.replay_and_learn`), gradients averaged across learners by
 `agents.actor_critic.sgd_step` (`podrl.parallel.learner_value_and_grad`). Nothing
 here mentions devices, threads or layouts.
 """
@@ -29,10 +29,10 @@ from agents import replay
 from agents.actor_critic import base_optimizer, clipped_flat_optimizer, lr_schedule, sgd_step
 from agents.dqn.config import DQNConfig
 from agents.dqn.losses import DQNBatch, batched_q_learning_target, make_loss_fn
+from agents.off_policy import replay_and_learn
 from agents.q_learning import QParts, init_train_state, next_params, q_agent, q_values
 from agents.returns import learner_rewards
 from envs.types import EnvSpec
-from podrl.parallel import mean_across_learners, vary_like
 from podrl.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
@@ -68,18 +68,11 @@ def make_agent(config: DQNConfig, env_spec: EnvSpec, total_updates: int) -> Agen
     return q_agent("dqn", config, env_spec, total_updates, make_optimizer, make_loss_fn, _update, init=_init)
 
 
-def example_transition(env_spec: EnvSpec) -> replay.Transition:
-    """One stored transition's shapes and dtypes (observations keep the env's dtype)."""
-    obs = jax.ShapeDtypeStruct(tuple(env_spec.observation.shape), env_spec.observation.dtype)
-    scalar = jax.ShapeDtypeStruct((), jnp.float32)
-    return replay.Transition(obs, jax.ShapeDtypeStruct((), jnp.int32), scalar, scalar, obs)
-
-
 def _init(parts: QParts, key: Array, env_spec: EnvSpec) -> TrainState:
     """`init_train_state`'s params and Adam state, the target network as a copy, an empty buffer."""
     base = init_train_state(parts, key, env_spec)
     learner = DQNLearnerState(base.opt_state, base.params["network"], jnp.zeros((), jnp.int32))
-    buffer = replay.init(parts.config.buffer_size, example_transition(env_spec))
+    buffer = replay.init(parts.config.buffer_size, replay.example_transition(env_spec))
     return base._replace(opt_state=learner, shard_state=buffer)
 
 
@@ -112,13 +105,6 @@ def _sgd_step(parts: QParts, buffer: replay.ReplayBuffer, carry, key: Array):
     return (network_params, DQNLearnerState(optimizer, target_params, sgd_steps)), metrics
 
 
-def _learn(parts: QParts, buffer: replay.ReplayBuffer, num_steps: int, carry, key: Array):
-    """`num_steps` gradient steps; metrics meaned over them and over learners."""
-    carry, metrics = jax.lax.scan(functools.partial(_sgd_step, parts, buffer), carry,
-                                  jax.random.split(key, num_steps))
-    return carry, mean_across_learners(jax.tree.map(jnp.mean, metrics))
-
-
 def _update(parts: QParts, train_state: TrainState, traj: Trajectory, key: Array) -> tuple[TrainState, Metrics]:
     """Adds this shard's trajectory `[T, B]` to its buffer, then `sgd_steps(T, B)` Adam steps
     once the buffer holds `min_fill`. Metrics: q_loss, q_mean, target_mean (0 before learning
@@ -128,20 +114,13 @@ def _update(parts: QParts, train_state: TrainState, traj: Trajectory, key: Array
     t, b = traj.reward.shape
     cfg.check_batch(t, b)
     reward = learner_rewards(traj.reward, cfg.reward_clip, cfg.reward_scale)
-    buffer = replay.add(train_state.shard_state, replay.transitions(traj, cfg.n_step, cfg.gamma, reward))
-    # Every shard adds T * B transitions per update, so the fill is a function of update_step and
-    # this predicate is the same on every shard (a collective may run inside the cond).
-    learning = train_state.update_step + 1 >= -(-cfg.min_fill // (t * b))
-    learn = functools.partial(_learn, parts, buffer, cfg.sgd_steps(t, b))
     learning_rate = parts.learning_rate(train_state.update_step)
     optimizer = optax.tree_utils.tree_set(train_state.opt_state.optimizer, learning_rate=learning_rate)
     carry = (train_state.params["network"], train_state.opt_state._replace(optimizer=optimizer))
-    skipped = jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), jax.eval_shape(learn, carry, key)[1])
-    # the learned metrics vary like the train state (e.g. per population member); so must the zeros
-    skipped = vary_like(skipped, train_state.update_step)
-    (network_params, learner), metrics = jax.lax.cond(learning, learn, lambda c, _: (c, skipped), carry, key)
-    metrics = {**metrics, "learning": learning.astype(jnp.float32), "epsilon": train_state.params["epsilon"],
-               "learning_rate": jnp.asarray(learning_rate, jnp.float32),
-               "replay_fill": mean_across_learners(buffer.size.astype(jnp.float32))}
+    buffer, (network_params, learner), metrics, _ = replay_and_learn(
+        train_state.shard_state, replay.transitions(traj, cfg.n_step, cfg.gamma, reward), train_state.update_step,
+        cfg.min_fill, cfg.sgd_steps(t, b), functools.partial(_sgd_step, parts), carry, key)
+    metrics = {**metrics, "epsilon": train_state.params["epsilon"],
+               "learning_rate": jnp.asarray(learning_rate, jnp.float32)}
     params = next_params(parts, network_params, train_state.update_step)
     return TrainState(params, learner, train_state.update_step + 1, buffer), metrics
