@@ -19,7 +19,7 @@ from envs.wrappers import TimeLimit, wrap_for_training
 from podrl.anakin import train_anakin
 from podrl.config import AnakinConfig, LoggingConfig
 from podrl.errors import ConfigError
-from podrl.rollout import reset_batch, rollout
+from podrl.anakin.rollout import reset_batch, rollout
 from test_sebulba import anakin_sebulba_params, max_diffs
 
 QUIET = LoggingConfig(run_dir=None, console=False)

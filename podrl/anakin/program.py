@@ -42,7 +42,7 @@ from podrl.evaluation import evaluate_greedy
 from podrl.learner_state import shard_global, shard_local, train_state_spec
 from podrl.parallel import DATA_AXIS, POPULATION_AXIS, mean_across_learners, sum_across_learners, vary_like
 from podrl.keys import base_key, env_keys, eval_keys, per_seed_keys, seed_keys, update_keys
-from podrl.rollout import ActingState, EpisodeTotals, reset_batch, rollout
+from podrl.anakin.rollout import ActingState, EpisodeTotals, reset_batch, rollout
 from podrl.types import Agent, Array, Metrics, TrainState
 
 
