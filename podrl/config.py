@@ -77,8 +77,8 @@ class RunConfig:
     """Seed of params, envs and PRNG keys (Anakin's seed i of --num-seeds uses seed + i)."""
     total_steps: int = 500_000
     """Environment steps (Anakin: per seed; Sebulba: of this process's actors); rounded down to whole updates."""
-    eval_every: int = 4
-    """Evaluate the greedy policy every this many calls (Anakin) or updates (Sebulba), and at the end; 0 = only at the end."""
+    eval_every: int = 128
+    """Evaluate the greedy policy every this many updates (after the logged call that reaches or passes each multiple) and at the end; 0 = only at the end."""
     eval_episodes: int = 32
     """Greedy episodes per evaluation (Anakin: per seed, rounded up to a multiple of the device count)."""
     eval_max_steps: int = 1000
@@ -128,7 +128,7 @@ class AnakinConfig(RunConfig):
     num_devices: int | None = None
     """Local devices to use (the data-parallel mesh); None uses all local devices."""
     updates_per_call: int = 32
-    """Updates per compiled call; metrics are logged after each call."""
+    """Updates per compiled call; metrics are logged (and evaluation, PBT, checkpoints may follow) after each call."""
     timeout_s: float = 600.0
     """Init, compile, one train call or one evaluation running longer than this (seconds) fails the run naming it; 0 = never."""
     population: int = 0

@@ -69,7 +69,7 @@ class Program(Protocol):
     def params(self, state: Any) -> Any:
         """The params in `state` (saved beside it in checkpoints)."""
 
-    def env_steps(self, updates: int) -> int:
+    def env_steps_of(self, updates: int) -> int:
         """Env steps done by `updates` updates, over every seed and process (for the closing SPS)."""
 
 
@@ -118,7 +118,7 @@ def drive(program: Program, run: RunContext) -> Driven:
         raise
     finally:
         profiler.stop()
-    sps = program.env_steps(loop.done - run.start) / max(loop.train_seconds, 1e-9)
+    sps = program.env_steps_of(loop.done - run.start) / max(loop.train_seconds, 1e-9)
     stopped_by = run.finish(loop.done, loop.state, program.params(loop.state), sps, loop.eval_return)
     return Driven(loop.state, loop.history, loop.eval_return, compile_seconds, sps, stopped_by)
 

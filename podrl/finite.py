@@ -90,13 +90,13 @@ def check_training(metrics: dict[str, Any], inputs: InputCounts | None, first: i
     raise NonFiniteError("; ".join(parts) + f"; stopping ({hint})")
 
 
-def check_evaluation(bad_reward: Any, bad_observation: Any, update: int) -> None:
-    """Raises NonFiniteError if a greedy evaluation episode after update `update` met a non-finite
-    reward or observation (`bad_*`: per-episode bool flags, any shape)."""
-    flags = {"reward": np.asarray(bad_reward), "observation": np.asarray(bad_observation)}
-    named = [name for name, f in flags.items() if f.any()]
+def check_evaluation(bad_reward: Any, bad_observation: Any, episodes: int, update: int) -> None:
+    """Raises NonFiniteError if greedy evaluation episodes after update `update` met a non-finite reward or
+    observation (`bad_*`: how many of the `episodes` episodes did, per member `[S]` or a scalar)."""
+    counts = {"reward": np.asarray(bad_reward), "observation": np.asarray(bad_observation)}
+    named = [name for name, c in counts.items() if np.any(c > 0)]
     if named:
-        count = int(np.max([flags[n].sum() for n in named]))
+        count = int(max(np.max(counts[n]) for n in named))
         raise NonFiniteError(f"the env returned a non-finite (NaN/Inf) {' and '.join(named)} in {count} of "
-                             f"{flags['reward'].size} greedy episode(s) of the evaluation after update {update}; "
+                             f"{episodes} greedy episode(s) of the evaluation after update {update}; "
                              "stopping (fix the env's rewards/observations; training itself saw none)")

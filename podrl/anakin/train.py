@@ -110,14 +110,14 @@ class AnakinRun:
         inputs = jax.device_get(metrics.inputs)
         check_training(summary, inputs, first, last, self._members(inputs))
         self.call_start = first
-        summary["sps"] = self.env_steps(last - first) / (time.perf_counter() - t0)
+        summary["sps"] = self.env_steps_of(last - first) / (time.perf_counter() - t0)
         return state, summary
 
     def evaluate(self, state: AnakinState, seed: int, update: int) -> np.ndarray:
         returns, bad_reward, bad_observation = within(
             f"evaluation after update {update}", self.config.timeout_s,
             functools.partial(self.program.evaluate_checked, state, seed))
-        check_evaluation(bad_reward, bad_observation, update)
+        check_evaluation(bad_reward, bad_observation, self.program.eval_per_shard * self.program.num_shards, update)
         return returns
 
     def after_record(self, state: AnakinState, record: dict[str, Any], update: int) -> AnakinState:
@@ -133,7 +133,7 @@ class AnakinRun:
     def params(self, state: AnakinState) -> Any:
         return state.train_state.params
 
-    def env_steps(self, updates: int) -> int:
+    def env_steps_of(self, updates: int) -> int:
         return updates * self.config.steps_per_update * self.config.members
 
 
