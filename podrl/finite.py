@@ -62,6 +62,11 @@ def add_counts(a: InputCounts, b: InputCounts) -> InputCounts:
                        jnp.minimum(a.first_update, b.first_update))
 
 
+def rows_with_nonfinite(counts: InputCounts) -> list[int]:
+    """The indices (seeds, actor threads) whose `[N]` counts are not all zero."""
+    return [int(i) for i in np.flatnonzero((np.asarray(counts.reward) + np.asarray(counts.observation)) > 0)]
+
+
 def _named(counts: InputCounts) -> list[str]:
     return [name for name in ("reward", "observation") if np.any(np.asarray(getattr(counts, name)) > 0)]
 

@@ -19,7 +19,7 @@ from envs.types import JaxEnv
 from podrl.anakin.program import AnakinProgram, AnakinState, summarize_call
 from podrl.config import AnakinConfig
 from podrl.driver import drive
-from podrl.finite import InputCounts, check_evaluation, check_training
+from podrl.finite import InputCounts, check_evaluation, check_training, rows_with_nonfinite
 from podrl.learner_state import check_shard_state_fits
 from podrl.population import lineage_record, member_values, parse_sweep, pbt_decide, sweepable
 from podrl.profiling import write_program_text
@@ -139,10 +139,10 @@ class AnakinRun:
 
     def _members(self, inputs: InputCounts) -> str:
         """Which seeds met a non-finite input, e.g. " (seed 3)" (empty for a single-seed run)."""
-        bad = np.flatnonzero((np.asarray(inputs.reward) + np.asarray(inputs.observation)) > 0)
-        if self.config.members == 1 or not bad.size:
+        bad = rows_with_nonfinite(inputs)
+        if self.config.members == 1 or not bad:
             return ""
-        return f" (seed {', '.join(str(self.config.seed + int(i)) for i in bad)})"
+        return f" (seed {', '.join(str(self.config.seed + i) for i in bad)})"
 
 
 def _pbt_step(program: AnakinProgram, state, summary: dict[str, Any], update: int, config: AnakinConfig,

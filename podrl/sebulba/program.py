@@ -27,7 +27,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from envs.types import EnvSpec
 from podrl.distributed import host_sum, is_main_process
 from podrl.evaluation import evaluate_host_greedy
-from podrl.finite import InputCounts, check_evaluation, check_training
+from podrl.finite import InputCounts, check_evaluation, check_training, rows_with_nonfinite
 from podrl.keys import base_key, seed_keys
 from podrl.learner_state import check_shard_state_fits, init_on_mesh
 from podrl.mesh import data_mesh, local_replica
@@ -190,5 +190,5 @@ class SebulbaProgram:
 
 def _threads(inputs: InputCounts) -> str:
     """Which actor threads' rollouts held a non-finite input, e.g. " (actor thread 0)"."""
-    bad = np.flatnonzero((np.asarray(inputs.reward) + np.asarray(inputs.observation)) > 0)
-    return f" (actor thread {', '.join(str(int(j)) for j in bad)})" if bad.size else ""
+    bad = rows_with_nonfinite(inputs)
+    return f" (actor thread {', '.join(map(str, bad))})" if bad else ""
