@@ -34,7 +34,8 @@ def report_user_error(error: UserInputError, debug: bool) -> int:
     if debug:
         traceback.print_exception(error)
     hint = "" if debug else "\n(add --debug or set PODRL_DEBUG=1 for the traceback)"
-    print(f"error: {error.label}: {error}{hint}", file=sys.stderr)
+    notes = "".join(f"\n{note}" for note in getattr(error, "__notes__", ()))  # e.g. the last good checkpoint
+    print(f"error: {error.label}: {error}{notes}{hint}", file=sys.stderr)
     return 2
 
 

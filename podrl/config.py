@@ -85,8 +85,8 @@ class RunConfig:
     """Seed of params, envs and PRNG keys (Anakin's seed i of --num-seeds uses seed + i)."""
     total_steps: int = 500_000
     """Environment steps (Anakin: per seed; Sebulba: of this process's actors); rounded down to whole updates."""
-    eval_every: int = 4
-    """Evaluate the greedy policy every this many calls (Anakin) or updates (Sebulba), and at the end; 0 = only at the end."""
+    eval_every: int = 128
+    """Evaluate the greedy policy every this many updates (after the logged call that reaches or passes each multiple) and at the end; 0 = only at the end."""
     eval_episodes: int = 32
     """Greedy episodes per evaluation (Anakin: per seed, rounded up to a multiple of the device count)."""
     eval_max_steps: int = 1000

@@ -10,14 +10,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from envs.errors import ConfigError, UserInputError
 
 
 __all__ = [
     "UserInputError", "ConfigError", "NonFiniteError", "is_int", "require_int", "require_number", "require_choice",
-    "require_bool", "check_finite",
+    "require_bool",
 ]
 
 
@@ -62,15 +60,7 @@ def require_bool(config: object, *fields: str) -> None:
             raise ConfigError(name, f"must be True or False, got {value!r}")
 
 
-class NonFiniteError(FloatingPointError):
-    """A loss or metric became NaN/Inf; training stopped."""
+class NonFiniteError(UserInputError, FloatingPointError):
+    """A loss, a metric or an input from the env became NaN/Inf; training stopped (`podrl.finite`)."""
 
-
-def check_finite(metrics: dict[str, Any], first_update: int, last_update: int) -> None:
-    """Raises NonFiniteError naming the metric and update range if a `train/` metric is NaN/Inf."""
-    for name, value in metrics.items():
-        if name.startswith("train/") and not np.all(np.isfinite(value)):
-            raise NonFiniteError(
-                f"{name} became {value} during updates {first_update}..{last_update - 1}; "
-                "stopping (lower the learning rate or check the env's rewards/observations)"
-            )
+    label = "non-finite value"

@@ -67,7 +67,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         "lr 5e-4 constant, gamma 0.999, GAE 0.95, clip 0.2, entropy 0.01, MLP 256x256 on the flattened "
         "frame (their 5% lr warm-up is left out)",
         {"env": "gymnax:Breakout-MinAtar", "num_envs": 64, "rollout_length": 128, "total_steps": 10_000_000,
-         "updates_per_call": 32, "eval_every": 8, "eval_max_steps": 2_500},
+         "updates_per_call": 32, "eval_every": 256, "eval_max_steps": 2_500},
         {"learning_rate": 5e-4, "anneal_lr": False, "gamma": 0.999, "gae_lambda": 0.95, "num_epochs": 4,
          "num_minibatches": 8, "clip_eps": 0.2, "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 0.5,
          "torso": "mlp", "hidden_sizes": (256, 256), "activation": "relu"},
@@ -81,7 +81,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         "on summed losses, 20-step unrolls) with the Young & Tian (2019) MinAtar network; anchors are gymnax's "
         "PPO figures (no published IMPALA MinAtar return)",
         {"env": "gymnax:Breakout-MinAtar", "num_envs": 64, "rollout_length": 20, "total_steps": 10_000_000,
-         "updates_per_call": 64, "eval_every": 8, "eval_max_steps": 2_500},
+         "updates_per_call": 64, "eval_every": 512, "eval_max_steps": 2_500},
         {"learning_rate": 6e-4, "anneal_lr": True, "optimizer": "rmsprop", "optimizer_eps": 0.01,
          "rmsprop_eps_in_sqrt": False,
          "gamma": 0.99, "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 40.0, "reward_scale": 1.0,

@@ -70,7 +70,7 @@ def loop_labels(hlo_text: str) -> dict[str, str]:
     """`{op name: label}` for the control-flow ops (while, conditional) of an optimized HLO module.
 
     A label is the op's innermost source line in the project (the first frame outside
-    site-packages, e.g. `podrl/rollout.py:83`) and the tail of its JAX op name; loops
+    site-packages, e.g. `podrl/anakin/rollout.py:83`) and the tail of its JAX op name; loops
     JAX itself makes are named by their op name (e.g. the rolled `threefry2x32` rounds
     that `jax.random` runs on CPU).
     """

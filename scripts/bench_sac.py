@@ -45,7 +45,8 @@ def run_child(spec_text: str) -> int:
     import envs
     from agents import replay
     from podrl.anakin import train_anakin
-    from podrl.config import AnakinConfig, LoggingConfig
+    from podrl.anakin.config import AnakinConfig
+from podrl.config import LoggingConfig
 
     config = AnakinConfig(env=ENV_NAME, num_envs=spec["envs"], rollout_length=spec["rollout"],
                           total_steps=spec["steps"], num_devices=spec["devices"],

@@ -20,7 +20,8 @@ from agents.td3 import TD3Config, clipped_double_q_target, smoothed_target_actio
 from envs.registry import make
 from envs.types import EnvSpec, env_spec
 from podrl.anakin import train_anakin
-from podrl.config import AnakinConfig, LoggingConfig
+from podrl.anakin.config import AnakinConfig
+from podrl.config import LoggingConfig
 from podrl.errors import ConfigError
 from podrl.learner_state import init_on_mesh, shard_global, shard_local, train_state_spec
 from podrl.parallel import DATA_AXIS

@@ -40,10 +40,10 @@ def test_profile_summary_names_the_loops_by_source_line(tmp_path):
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["thunks"] > 1000
     paths = [" / ".join(loop["path"]) for loop in summary["loops"]]
-    rollout = sum(loop["thunks"] for loop, p in zip(summary["loops"], paths) if "podrl/rollout.py" in p)
+    rollout = sum(loop["thunks"] for loop, p in zip(summary["loops"], paths) if "podrl/anakin/rollout.py" in p)
     update = sum(loop["thunks"] for loop, p in zip(summary["loops"], paths) if "agents/ppo/agent.py" in p)
     assert rollout > 0 and update > 0, paths
-    assert "podrl/rollout.py" in out.stdout
+    assert "podrl/anakin/rollout.py" in out.stdout
 
 
 def test_thunk_paths_follow_nested_loops_and_branches():

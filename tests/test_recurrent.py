@@ -20,7 +20,7 @@ from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.config import LoggingConfig
 from podrl.errors import ConfigError
-from podrl.rollout import reset_batch, rollout
+from podrl.anakin.rollout import reset_batch, rollout
 from test_sebulba import anakin_sebulba_params, max_diffs
 
 QUIET = LoggingConfig(run_dir=None, console=False)

@@ -30,8 +30,9 @@ class AnakinConfig(RunConfig):
         "seed": "Seed of params, envs and PRNG keys (seed i of --num-seeds, or member i of --population, uses "
                 "seed + i).",
         "total_steps": "Environment steps per seed (or population member); rounded down to whole updates.",
-        "eval_every": "Evaluate the greedy policy every this many compiled calls (of --updates-per-call updates), "
-                      "and at the end; 0 = only at the end.",
+        "eval_every": "Evaluate the greedy policy every this many updates (after the compiled call of "
+                      "--updates-per-call updates that reaches or passes each multiple), and at the end; "
+                      "0 = only at the end.",
         "eval_episodes": "Greedy episodes per evaluation, per seed (rounded up to a multiple of the device count).",
         "logging.console": "Print a progress line after each compiled call (--updates-per-call updates).",
         "cpu_devices": "On CPU, split the host into this many JAX devices (a fake mesh; same as "
@@ -48,7 +49,7 @@ class AnakinConfig(RunConfig):
     num_devices: int | None = None
     """Local devices to use (the data-parallel mesh); None uses all local devices."""
     updates_per_call: int = 32
-    """Updates per compiled call; metrics are logged after each call."""
+    """Updates per compiled call; metrics are logged (and evaluation, PBT, checkpoints may follow) after each call."""
     timeout_s: float = 600.0
     """Init, compile, one train call or one evaluation running longer than this (seconds) fails the run naming it; 0 = never."""
     population: int = 0

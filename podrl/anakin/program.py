@@ -39,10 +39,11 @@ from envs.types import JaxEnv
 from envs.wrappers import wrap_for_training
 from podrl.anakin.config import AnakinConfig
 from podrl.evaluation import evaluate_greedy
+from podrl.finite import InputCounts, add_counts, count_nonfinite
 from podrl.learner_state import shard_global, shard_local, train_state_spec
 from podrl.parallel import DATA_AXIS, POPULATION_AXIS, mean_across_learners, sum_across_learners, vary_like
 from podrl.keys import base_key, env_keys, eval_keys, per_seed_keys, seed_keys, update_keys
-from podrl.rollout import ActingState, EpisodeTotals, reset_batch, rollout
+from podrl.anakin.rollout import ActingState, EpisodeTotals, reset_batch, rollout
 from podrl.types import Agent, Array, Metrics, TrainState
 
 
@@ -60,6 +61,7 @@ class CallMetrics(NamedTuple):
     agent: Metrics  # sum of each agent metric over the updates done
     episodes: EpisodeTotals  # over all shards
     updates: Array  # float32, updates done in this call
+    inputs: InputCounts  # non-finite rewards/observations of the call's training rollouts (`podrl.finite`)
     hyperparams: Any = ()  # a population's swept values {field: [S]} during this call (else ())
 
 
@@ -167,14 +169,15 @@ class AnakinProgram:
         # run inline. Same values either way; init runs once, so the loop costs nothing.
         return jax.lax.map(one_seed, self._row_slice((seeds, hyperparams)))
 
-    def _update(self, state: AnakinState, index: Array) -> tuple[AnakinState, Metrics, EpisodeTotals]:
+    def _update(self, state: AnakinState, index: Array) -> tuple[AnakinState, Metrics, EpisodeTotals, InputCounts]:
         rollout_key, update_key = update_keys(state.key[0], index)
         acting, trajectory, totals = rollout(
             self.agent, self.training_env, state.train_state.params, state.acting, rollout_key,
             self.config.rollout_length,
         )
         train_state, metrics = self.agent.update(state.train_state, trajectory, update_key)
-        return AnakinState(train_state, acting, state.key), metrics, sum_across_learners(totals)
+        counts = count_nonfinite(trajectory.reward, trajectory.observation, index, reduce=sum_across_learners)
+        return AnakinState(train_state, acting, state.key), metrics, sum_across_learners(totals), counts
 
     def _call_shard(self, state: AnakinState, first_update: Array, limit: Array) -> tuple[AnakinState, CallMetrics]:
         self.trace_count += 1
@@ -186,15 +189,17 @@ class AnakinProgram:
                 agent=jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes),
                 episodes=EpisodeTotals.zeros(),
                 updates=jnp.zeros((), jnp.float32),
+                inputs=InputCounts.zeros(),
             ), state.train_state.update_step)
 
             def do_update(carry, index):
                 state, acc = carry
-                state, metrics, totals = self._update(state, index)
+                state, metrics, totals, counts = self._update(state, index)
                 acc = acc._replace(
                     agent=jax.tree.map(jnp.add, acc.agent, metrics),
                     episodes=acc.episodes + totals,
                     updates=acc.updates + 1.0,
+                    inputs=add_counts(acc.inputs, counts),
                 )
                 return state, acc
 
@@ -213,13 +218,15 @@ class AnakinProgram:
             state, acc = jax.vmap(one_seed)(state)
         return state, gather_members(acc)
 
-    def _eval_shard(self, params, seed: Array) -> Array:
+    def _eval_shard(self, params, seed: Array) -> tuple[Array, Array, Array]:
         shard = jax.lax.axis_index(DATA_AXIS)
 
         def one_seed(params, seed_key):
             keys = eval_keys(seed_key, shard, self.eval_per_shard)
             result = evaluate_greedy(self.agent, self.env, params, keys, self.config.eval_max_steps)
-            return mean_across_learners(jnp.mean(result.returns))
+            bad = sum_across_learners((jnp.sum(result.bad_reward, dtype=jnp.float32),
+                                       jnp.sum(result.bad_observation, dtype=jnp.float32)))
+            return (mean_across_learners(jnp.mean(result.returns)),) + bad
 
         keys = self._row_slice(per_seed_keys(seed, self.config.members))
         return gather_members(jax.vmap(one_seed)(params, keys))
@@ -271,7 +278,11 @@ class AnakinProgram:
 
     def evaluate(self, state: AnakinState, seed: int) -> np.ndarray:
         """Mean greedy return per member `[S]` over `eval_episodes` (rounded up to a multiple of the shards)."""
-        return np.asarray(self._eval(state.train_state.params, np.uint32(seed)))
+        return self.evaluate_checked(state, seed)[0]
+
+    def evaluate_checked(self, state: AnakinState, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`evaluate`'s returns `[S]`, and per member how many episodes met a NaN/Inf reward / observation `[S]`."""
+        return tuple(np.asarray(x) for x in self._eval(state.train_state.params, np.uint32(seed)))
 
 
 def summarize_call(metrics: CallMetrics) -> dict[str, Any]:

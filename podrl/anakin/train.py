@@ -1,4 +1,4 @@
-"""The Anakin training loop: validate, compile once, run calls, log, evaluate, checkpoint.
+"""Anakin training: validate, build the compiled program, and let `podrl.driver` run it.
 
 Stops cleanly (checkpoint first) on SIGINT/SIGTERM or after
 `checkpoint.stop_after_updates`; resumes exactly from `checkpoint.resume`
@@ -18,10 +18,11 @@ import numpy as np
 from envs.types import JaxEnv
 from podrl.anakin.program import AnakinProgram, AnakinState, summarize_call
 from podrl.anakin.config import AnakinConfig
-from podrl.errors import NonFiniteError, check_finite
+from podrl.driver import drive
+from podrl.finite import InputCounts, check_evaluation, check_training, rows_with_nonfinite
 from podrl.learner_state import check_shard_state_fits
-from podrl.population import lineage_record, member_values, parse_sweep, pbt_decide, sweepable
-from podrl.profiling import CallProfiler, write_program_text
+from podrl.population import lineage_record, member_values, pbt_decide, sweepable
+from podrl.profiling import write_program_text
 from podrl.run import RunContext
 from podrl.types import AgentConfig
 from podrl.watchdog import within
@@ -56,59 +57,92 @@ def train_anakin(config: AnakinConfig, agent_config: AgentConfig, env: JaxEnv | 
     agent = agent_config.make_agent(spec, config.num_updates)
     copies = config.members // config.population_shards  # members per device row
     check_shard_state_fits(agent, spec, agent_config, devices, copies=copies)  # before any allocation
-    hyperparams = member_values(parse_sweep(config.sweep), config.members, config.seed)
+    hyperparams = member_values(config.sweep_axes, config.members, config.seed)
     program = AnakinProgram(agent, env, config, population_mesh(devices, config.population_shards), spec,
                             hyperparams)
     with RunContext(config, agent_config, full_config) as run:
-        return _train_loop(program, config, run, sweepable(agent_config))
+        driven = drive(AnakinRun(program, config, sweepable(agent_config)), run)
+    return AnakinResult(driven.state, driven.history, driven.eval_return, driven.compile_seconds,
+                        driven.steps_per_second, run.logger.run_dir, run.checkpoints.directory, driven.stopped_by)
 
 
-def _train_loop(program: AnakinProgram, config: AnakinConfig, run: RunContext,
-                bounds: dict[str, tuple[float, float]]) -> AnakinResult:
-    state = run.restore(within("init", config.timeout_s, program.init))
-    compile_seconds = within("compile", config.timeout_s, functools.partial(program.compile, state))
-    start, limit = run.start, run.limit
-    what = f"a population of {config.population}" if config.population else f"{config.num_seeds} seed(s)"
-    run.logger.info(f"{config.env}: {what} x {config.num_envs} envs on {program.rows} x {program.num_shards} "
-                    f"device(s), updates {start}..{limit} of {config.num_updates}; compiled in {compile_seconds:.1f}s")
-    history: list[dict[str, Any]] = []
-    train_seconds, eval_return, first, calls = 0.0, None, start, 0
-    profiler = CallProfiler(config.logging.profile, -(-(limit - start) // config.updates_per_call))
-    if config.logging.profile and jax.process_index() == 0:  # names the trace's loops (scripts/profile_summary.py)
-        write_program_text(config.logging.profile, program.program_text())
-    while first < limit:
-        last = min(first + config.updates_per_call, limit)
-        profiler.before(calls)
+class AnakinRun:
+    """The Anakin host program the driver runs (`podrl.driver.Program`): one training call is
+    `updates_per_call` updates of the compiled `AnakinProgram`, each stage under the `timeout_s` watchdog.
+
+    Args:
+      program: the compiled pieces.
+      config: the run config.
+      bounds: the swept hyperparameters' bounds, for PBT's explore step (`podrl.population.sweepable`).
+    """
+
+    save_on_failure = False  # the failed call donated the state's buffers
+    profile_calls = 1
+
+    def __init__(self, program: AnakinProgram, config: AnakinConfig, bounds: dict[str, tuple[float, float]]):
+        self.program, self.config, self.bounds = program, config, bounds
+        self.limit = config.num_updates
+        self.call_start = 0  # the first update of the last training call
+
+    def init(self) -> AnakinState:
+        return within("init", self.config.timeout_s, self.program.init)
+
+    def compile(self, state: AnakinState) -> float:
+        return within("compile", self.config.timeout_s, functools.partial(self.program.compile, state))
+
+    def start(self, state: AnakinState, start: int, limit: int, compile_seconds: float) -> list[str]:
+        config, program = self.config, self.program
+        self.limit = limit
+        if config.logging.profile and jax.process_index() == 0:  # names the trace's loops (scripts/profile_summary.py)
+            write_program_text(config.logging.profile, program.program_text())
+        what = f"a population of {config.population}" if config.population else f"{config.num_seeds} seed(s)"
+        return [f"{config.env}: {what} x {config.num_envs} envs on {program.rows} x {program.num_shards} "
+                f"device(s), updates {start}..{limit} of {config.num_updates}; compiled in {compile_seconds:.1f}s"]
+
+    def call_end(self, first: int, limit: int) -> int:
+        return min(first + self.config.updates_per_call, limit)
+
+    def train(self, state: AnakinState, first: int, last: int) -> tuple[AnakinState, dict[str, Any]]:
         t0 = time.perf_counter()
-        state, metrics = within(f"train call (updates {first}..{last - 1})", config.timeout_s,
-                                functools.partial(program.train_call, state, first, limit))
+        state, metrics = within(f"train call (updates {first}..{last - 1})", self.config.timeout_s,
+                                functools.partial(self.program.train_call, state, first, self.limit))
         summary = summarize_call(metrics)  # device_get blocks until done
-        train_seconds += time.perf_counter() - t0
-        profiler.after(calls)
-        try:
-            check_finite(summary, first, last)
-        except NonFiniteError as e:
-            run.note_failure(e)
-            raise
-        calls += 1
-        summary["sps"] = (last - first) * config.steps_per_update * config.members / (time.perf_counter() - t0)
-        summary["updates"] = last
-        if (config.eval_every and calls % config.eval_every == 0) or last in (limit, config.num_updates):
-            eval_return = within(f"evaluation after update {last}", config.timeout_s,
-                                 functools.partial(program.evaluate, state, run.eval_seed(last)))
-            summary["eval_return"] = eval_return
-        if config.pbt_every and last // config.pbt_every > first // config.pbt_every and last < config.num_updates:
-            state = _pbt_step(program, state, summary, last, config, bounds)
-        _report(run, history, summary, last, config)
-        first = last
-        if run.after_update(last, state, state.train_state.params):
-            break
-    profiler.stop()
-    done = (first - start) * config.steps_per_update * config.members
-    sps = done / max(train_seconds, 1e-9)
-    stopped_by = run.finish(first, state, state.train_state.params, sps, eval_return)
-    return AnakinResult(state, history, eval_return, compile_seconds, sps, run.logger.run_dir,
-                        run.checkpoints.directory, stopped_by)
+        inputs = jax.device_get(metrics.inputs)
+        check_training(summary, inputs, first, last, self._members(inputs))
+        self.call_start = first
+        summary["sps"] = self.env_steps_of(last - first) / (time.perf_counter() - t0)
+        return state, summary
+
+    def evaluate(self, state: AnakinState, seed: int, update: int) -> np.ndarray:
+        returns, bad_reward, bad_observation = within(
+            f"evaluation after update {update}", self.config.timeout_s,
+            functools.partial(self.program.evaluate_checked, state, seed))
+        check_evaluation(bad_reward, bad_observation, self.program.eval_per_shard * self.program.num_shards, update)
+        return returns
+
+    def after_record(self, state: AnakinState, record: dict[str, Any], update: int) -> AnakinState:
+        config = self.config
+        first = self.call_start
+        if config.pbt_every and update // config.pbt_every > first // config.pbt_every and update < config.num_updates:
+            state = _pbt_step(self.program, state, record, update, config, self.bounds)
+        return state
+
+    def progress(self, record: dict[str, Any]) -> dict[str, float | None]:
+        return _progress(record, bool(self.config.population))
+
+    def params(self, state: AnakinState) -> Any:
+        return state.train_state.params
+
+    def env_steps_of(self, updates: int) -> int:
+        return updates * self.config.steps_per_update * self.config.members
+
+
+    def _members(self, inputs: InputCounts) -> str:
+        """Which seeds met a non-finite input, e.g. " (seed 3)" (empty for a single-seed run)."""
+        bad = rows_with_nonfinite(inputs)
+        if self.config.members == 1 or not bad:
+            return ""
+        return f" (seed {', '.join(str(self.config.seed + i) for i in bad)})"
 
 
 def _pbt_step(program: AnakinProgram, state, summary: dict[str, Any], update: int, config: AnakinConfig,
@@ -125,18 +159,14 @@ def _pbt_step(program: AnakinProgram, state, summary: dict[str, Any], update: in
     return state
 
 
-def _report(run: RunContext, history: list, summary: dict[str, Any], updates: int, config: AnakinConfig) -> None:
-    step = run.logged_steps(updates)
-    run.logger.log(step, summary)
-    history.append({"step": step, **summary})
+def _progress(summary: dict[str, Any], population: bool) -> dict[str, float | None]:
     returns = np.asarray(summary["episode_return"])
     finite = np.isfinite(returns).any()
-    values = {"return": float(np.nanmean(returns)) if finite else None,
-              "eval": float(np.mean(summary["eval_return"])) if "eval_return" in summary else None}
-    if config.population:  # a population: its best and median member
-        evals = summary.get("eval_return")
-        values = {"return best": float(np.nanmax(returns)) if finite else None,
-                  "median": float(np.nanmedian(returns)) if finite else None,
-                  "eval best": float(np.max(evals)) if evals is not None else None,
-                  "eval median": float(np.median(evals)) if evals is not None else None}
-    run.logger.progress(step, run.logged_steps(config.num_updates), summary["sps"], values)
+    evals = summary.get("eval_return")
+    if population:  # a population: its best and median member
+        return {"return best": float(np.nanmax(returns)) if finite else None,
+                "median": float(np.nanmedian(returns)) if finite else None,
+                "eval best": float(np.max(evals)) if evals is not None else None,
+                "eval median": float(np.median(evals)) if evals is not None else None}
+    return {"return": float(np.nanmean(returns)) if finite else None,
+            "eval": float(np.mean(evals)) if evals is not None else None}

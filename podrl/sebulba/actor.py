@@ -49,20 +49,42 @@ def make_act_step(agent: Agent) -> Callable:
     return jax.jit(act_step)
 
 
-class ActorThread(threading.Thread):
-    """One actor: env batch + queue + key; runs rollouts `rollouts` (a range of update indices)."""
+class ActorPolicy(NamedTuple):
+    """How the actor threads of one actor device act (built once in the main thread)."""
 
-    def __init__(self, *, index: int, env: HostVectorEnv, first: TimeStep, agent: Agent, act_step: Callable,
-                 device: jax.Device, device_slot: int, source: ParamsSource, out: queue.Queue,
-                 stop: StopSignal, base_key: jax.Array, rollout_length: int, rollouts: range,
-                 shardings: Trajectory, timeout: float):
+    agent: Agent
+    act_step: Callable  # `make_act_step(agent)`, compiled for `device`
+    device: jax.Device  # the actor device inference runs on
+    device_slot: int  # its index among the actor devices (`ParamsSource.for_rollout`)
+    rollout_length: int  # steps per rollout
+    shardings: Trajectory  # where a rollout goes on the learner devices (`transport.learner_shardings`)
+
+
+class ActorLink(NamedTuple):
+    """What ties an actor thread to the learner: the params it reads, the queue it fills, the run's stop."""
+
+    source: ParamsSource
+    out: queue.Queue
+    stop: StopSignal
+    timeout: float  # seconds any blocking wait may take
+
+
+class ActorThread(threading.Thread):
+    """One actor: env batch + queue + key; runs rollouts `rollouts` (a range of update indices).
+
+    Args:
+      index: the thread's index on this process. env / first: its env batch and the reset's timestep.
+      policy: how it acts. link: params in, rollouts out, the stop signal.
+      base_key: its PRNG base key (`podrl.keys.base_key`). rollouts: the rollout indices it produces.
+    """
+
+    def __init__(self, index: int, env: HostVectorEnv, first: TimeStep, policy: ActorPolicy, link: ActorLink,
+                 base_key: jax.Array, rollouts: range):
         super().__init__(name=f"sebulba-actor-{index}", daemon=True)
-        self.index, self.env, self.timestep, self.agent = index, env, first, agent
-        self.act_step, self.device, self.device_slot = act_step, device, device_slot
-        self.source, self.out, self.stop = source, out, stop
-        self.base_key, self.rollout_length, self.rollouts = base_key, rollout_length, rollouts
-        self.shardings, self.timeout = shardings, timeout
-        self.actor_state = jax.device_put(agent.init_actor_state(env.num_envs), device)
+        self.index, self.env, self.timestep, self.policy, self.link = index, env, first, policy, link
+        self.base_key, self.rollouts = base_key, rollouts
+        self.out, self.stop = link.out, link.stop
+        self.actor_state = jax.device_put(policy.agent.init_actor_state(env.num_envs), policy.device)
         self.initial_actor_state = self.actor_state
         self.stage, self.stage_since = "starting", time.monotonic()
         self.put_wait_seconds = 0.0  # total time blocked on a full queue
@@ -81,12 +103,12 @@ class ActorThread(threading.Thread):
             for i in self.rollouts:
                 self._enter("waiting for params")
                 start = time.perf_counter()
-                params, version = self.source.for_rollout(i, self.device_slot)
+                params, version = self.link.source.for_rollout(i, self.policy.device_slot)
                 self.params_wait_seconds += time.perf_counter() - start
                 rollout = self._rollout(params, version, i)
                 self._enter("queue put")
                 start = time.perf_counter()
-                self.stop.put(self.out, rollout, self.timeout, f"rollout {i} of actor thread {self.index}")
+                self.stop.put(self.out, rollout, self.link.timeout, f"rollout {i} of actor thread {self.index}")
                 self.put_wait_seconds += time.perf_counter() - start
             self._enter("done")
         except RunStopped:
@@ -96,17 +118,18 @@ class ActorThread(threading.Thread):
             self.stop.fail(self.name, error)
 
     def _rollout(self, params: Any, version: int, index: int) -> Rollout:
+        policy = self.policy
         rollout_key, _ = update_keys(self.base_key, index)
-        keys = jax.device_put(step_keys(rollout_key, self.rollout_length), self.device)
+        keys = jax.device_put(step_keys(rollout_key, policy.rollout_length), policy.device)
         start_actor_state = self.actor_state
         steps, env_s, infer_s = [], 0.0, 0.0
         returns, lengths, episodes = 0.0, 0.0, 0
-        for t in range(self.rollout_length):
+        for t in range(policy.rollout_length):
             self.stop.check()
             self._enter("inference")
             t0 = time.perf_counter()
             observation = self.timestep.observation
-            action, extras, actor_state = self.act_step(params, self.actor_state, observation, keys, t)
+            action, extras, actor_state = policy.act_step(params, self.actor_state, observation, keys, t)
             action, extras = jax.device_get((action, extras))
             t1 = time.perf_counter()
             self._enter("env.step")
@@ -124,5 +147,50 @@ class ActorThread(threading.Thread):
                 episodes += int(last.sum())
             self.timestep = ts
         self._enter("shipping trajectory")
-        trajectory = place_on_learners(stack_rollout(steps, jax.device_get(start_actor_state)), self.shardings)
+        trajectory = place_on_learners(stack_rollout(steps, jax.device_get(start_actor_state)), policy.shardings)
         return Rollout(trajectory, version, index, returns, lengths, episodes, env_s, infer_s)
+
+
+JOIN_GRACE_S = 1.0
+"""How long the learner waits, in all, for stopped actor threads to finish (they wake within a 0.05 s poll slice)."""
+
+
+class ActorPool:
+    """This process's actor threads and their queues: started together, consumed in thread order, stopped together.
+
+    The envs are the pool's: `close` stops and joins every thread, then closes every env (and any env
+    added to `envs` later, e.g. the evaluation batch).
+    """
+
+    def __init__(self, threads: list[ActorThread], envs: list[HostVectorEnv], stop: StopSignal, timeout: float):
+        self.threads, self.envs, self.stop, self.timeout = threads, envs, stop, timeout
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def take(self, update: int) -> list[Rollout]:
+        """Rollout `update` of every thread, in thread order (a worker's error or a timeout is raised here)."""
+        return [self._take(thread, update) for thread in self.threads]
+
+    def _take(self, thread: ActorThread, update: int) -> Rollout:
+        rollout = self.stop.get(thread.out, self.timeout, f"rollout {update} from actor thread {thread.index}",
+                                on_timeout=thread.describe)
+        assert rollout.index == update, f"actor thread {thread.index} sent rollout {rollout.index}, expected {update}"
+        return rollout
+
+    def close(self) -> None:
+        """Stops and joins every thread, closes every env.
+
+        Healthy threads see the stop signal within a poll slice; a thread stuck in its env (the
+        usual reason a run stops on a timeout) never will, so the joins share one short deadline
+        instead of waiting `timeout` for it: the error reaches the user at once and the stuck
+        daemon thread dies with the process.
+        """
+        self.stop.stop()
+        deadline = time.monotonic() + min(self.timeout, JOIN_GRACE_S)
+        for thread in self.threads:
+            if thread.is_alive():
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        for env in self.envs:
+            env.close()

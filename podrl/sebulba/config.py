@@ -31,7 +31,7 @@ class SebulbaConfig(RunConfig):
     """--help wording of shared fields, for this layout (`podrl.cli_flags`)."""
 
     eval_every: int = 0
-    """Evaluate the greedy policy every this many updates (and after the last); 0 = only at the end."""
+    """Evaluate the greedy policy every this many updates (after the log record that reaches or passes each multiple) and at the end; 0 = only at the end."""
     eval_episodes: int = 16
     """Greedy episodes per evaluation (on a separate host env batch); 0 disables evaluation."""
     eval_max_steps: int = 10_000

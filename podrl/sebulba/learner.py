@@ -17,7 +17,8 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, PartitionSpec as P
 
 from podrl.learner_state import shard_global, shard_local, train_state_spec
-from podrl.parallel import DATA_AXIS
+from podrl.finite import count_nonfinite
+from podrl.parallel import DATA_AXIS, sum_across_learners
 from podrl.keys import update_keys
 from podrl.sebulba.transport import TRAJECTORY_SPEC
 from podrl.types import Agent, TrainState, Trajectory
@@ -45,9 +46,15 @@ class LearnerStep:
         self.jitted = jitted
 
     def __call__(self, train_state: TrainState, shard_keys, index, *pieces):
-        rest, shard_state, metrics = self.jitted(train_state._replace(shard_state=()), train_state.shard_state,
-                                                 shard_keys, index, *pieces)
-        return rest._replace(shard_state=shard_state), metrics
+        train_state, metrics, _ = self.checked(train_state, shard_keys, index, *pieces)
+        return train_state, metrics
+
+    def checked(self, train_state: TrainState, shard_keys, index, *pieces):
+        """`(train_state, metrics, inputs)`: `inputs` (`podrl.finite.InputCounts` of `[num_pieces]` arrays) counts
+        each piece's NaN/Inf rewards and observations, over all its learner shards."""
+        rest, shard_state, metrics, inputs = self.jitted(train_state._replace(shard_state=()),
+                                                         train_state.shard_state, shard_keys, index, *pieces)
+        return rest._replace(shard_state=shard_state), metrics, inputs
 
     def compile(self, train_state: TrainState, shard_keys, index, *pieces) -> "LearnerStep":
         """The same step compiled ahead of time for these arguments' shapes and shardings."""
@@ -64,10 +71,12 @@ def make_learner_step(agent: Agent, mesh: Mesh, num_pieces: int) -> LearnerStep:
         train_state = shard_local(rest._replace(shard_state=shard_state))
         train_state, metrics = agent.update(train_state, concat_batches(list(pieces)), update_key)
         train_state = shard_global(train_state)
-        return train_state._replace(shard_state=()), train_state.shard_state, metrics
+        counts = [count_nonfinite(p.reward, p.observation, index, reduce=sum_across_learners) for p in pieces]
+        inputs = jax.tree.map(lambda *xs: jnp.stack(xs), *counts)
+        return train_state._replace(shard_state=()), train_state.shard_state, metrics, inputs
 
     spec = train_state_spec()
     in_specs = (spec._replace(shard_state=()), spec.shard_state, P(DATA_AXIS), P()) + (TRAJECTORY_SPEC,) * num_pieces
-    out_specs = (spec._replace(shard_state=()), spec.shard_state, P())
+    out_specs = (spec._replace(shard_state=()), spec.shard_state, P(), P())
     mapped = jax.shard_map(shard_step, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
     return LearnerStep(jax.jit(mapped, donate_argnums=(1,)))

@@ -1,0 +1,194 @@
+"""The Sebulba host program: actor threads on host envs feed the learner step in the main thread.
+
+It has Anakin's host interface (`podrl.driver.Program`), so `podrl.driver.drive` runs it:
+`init` builds the envs (checked against their specs), the agent and its train state on the
+learner mesh; `compile` resets the envs and compiles inference on every actor device and the
+learner step; `start` publishes the params and starts the actors (`ActorPool`); one training
+call is one update; `close` stops and joins every thread and closes every env.
+
+Update `i` takes rollout `i` from every actor queue in thread order (deterministic batches),
+runs the learner step, checks the rollouts' rewards/observations and the metrics are finite,
+blocks until the new params are ready and publishes them as version `i + 1` (`ParamsSource`).
+Env steps are counted here, where rollouts are consumed. A record is flushed every `log_every`
+updates and after the last. A worker's exception stops every thread and is re-raised here.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from envs.types import EnvSpec
+from podrl.distributed import host_sum, is_main_process
+from podrl.evaluation import evaluate_host_greedy
+from podrl.finite import InputCounts, check_evaluation, check_training, rows_with_nonfinite
+from podrl.keys import base_key, seed_keys
+from podrl.learner_state import check_shard_state_fits, init_on_mesh
+from podrl.mesh import data_mesh, local_replica
+from podrl.parallel import DATA_AXIS
+from podrl.sebulba.actor import ActorLink, ActorPolicy, ActorPool, ActorThread, make_act_step
+from podrl.sebulba.config import SebulbaConfig
+from podrl.sebulba.learner import LearnerStep, make_learner_step
+from podrl.sebulba.params import ParamsSource
+from podrl.sebulba.setup import learner_devices, make_env, reset_env, warm_up
+from podrl.sebulba.stats import WindowStats
+from podrl.sebulba.stopping import StopSignal
+from podrl.sebulba.transport import bytes_per_step, learner_shardings, place_on_learners
+from podrl.types import AgentConfig, TrainState
+
+
+class SebulbaProgram:
+    """One Sebulba run on this process (see the module docstring).
+
+    Args:
+      config: the run config (`check_layout` passed; `learner_ids` is what it returned).
+      agent_config: the agent's config.
+      env_factory: optional `(thread_index, num_envs) -> HostVectorEnv` replacing `config.env`.
+      local: this process's devices.
+
+    After a run: `lags` (int `[num_updates, threads]`, learner version - actor version),
+    `env_steps` (this process's consumed env steps), `global_steps` (over all processes).
+    """
+
+    save_on_failure = True  # the learner's train state survives an actor's failure
+    profile_calls = 3
+
+    def __init__(self, config: SebulbaConfig, agent_config: AgentConfig, env_factory, local: list[jax.Device],
+                 learner_ids: tuple[int, ...]):
+        self.config, self.agent_config, self.env_factory = config, agent_config, env_factory
+        self.actor_devices = [local[i] for i in config.actor_devices]
+        self.mesh = data_mesh(learner_devices(learner_ids))
+        self.keys = seed_keys(config.seed)
+        self.stop = StopSignal()
+        self.pool = ActorPool([], [], self.stop, config.timeout_s)
+        self.lags = np.zeros((config.num_updates, config.num_threads), np.int64)
+        self.env_steps = self.global_steps = 0
+        self._eval_env = None
+        self.limit = config.num_updates
+
+    # ---- building (main thread) ----
+
+    def init(self) -> TrainState:
+        """Builds the envs and the agent; the fresh train state on the learner mesh."""
+        from envs.adapters.specs import check_host_env
+
+        config = self.config
+        for j in range(config.num_threads):
+            self.pool.envs.append(make_env(config, self.env_factory, j, config.envs_per_thread))
+        check_host_env(self.pool.envs[0])
+        self.spec = EnvSpec(self.pool.envs[0].observation_spec(), self.pool.envs[0].action_spec())
+        self.agent = self.agent_config.make_agent(self.spec, config.num_updates)
+        check_shard_state_fits(self.agent, self.spec, self.agent_config, list(self.mesh.devices.flat))
+        return init_on_mesh(self.agent, self.keys.params, self.spec, self.mesh)
+
+    def compile(self, state: TrainState) -> float:
+        """Resets the envs, compiles inference on every actor device and the learner step."""
+        config, start = self.config, time.perf_counter()
+        threads, total = config.num_threads, jax.process_count() * config.num_threads * config.envs_per_thread
+        self.firsts = [reset_env(env, self.keys.env, jax.process_index() * threads + j, total, config.seed)
+                       for j, env in enumerate(self.pool.envs)]
+        self.act_step, local_params = make_act_step(self.agent), local_replica(state.params)
+        for device in self.actor_devices:  # compile inference for every actor device, in this thread
+            self.example = warm_up(self.agent, self.act_step, local_params, self.firsts[0], device,
+                                   config.rollout_length)
+        self.shardings = learner_shardings(self.mesh, self.example)
+        shards, run_key = self.mesh.devices.size, self.keys.run
+        self.learner_keys = jax.jit(lambda: jax.vmap(lambda d: base_key(run_key, d))(jnp.arange(shards)),
+                                    out_shardings=NamedSharding(self.mesh, P(DATA_AXIS)))()
+        pieces = [place_on_learners(self.example, self.shardings)] * threads
+        step = make_learner_step(self.agent, self.mesh, threads)
+        self.step: LearnerStep = step.compile(state, self.learner_keys, np.int32(0), *pieces)
+        return time.perf_counter() - start
+
+    def start(self, state: TrainState, start: int, limit: int, compile_seconds: float) -> list[str]:
+        """Publishes `state`'s params as version `start` and starts the actors on rollouts `start..limit-1`."""
+        config = self.config
+        self.limit = limit
+        self.source = ParamsSource(self.actor_devices, config.fixed_lag, self.stop, config.timeout_s,
+                                   first_version=start)
+        first_thread = jax.process_index() * config.num_threads  # global index of this process's thread 0
+        for j, env in enumerate(self.pool.envs[:config.num_threads]):
+            slot = j // config.threads_per_actor_device
+            policy = ActorPolicy(self.agent, self.act_step, self.actor_devices[slot], slot, config.rollout_length,
+                                 self.shardings)
+            link = ActorLink(self.source, queue.Queue(maxsize=config.queue_size), self.stop, config.timeout_s)
+            self.pool.threads.append(ActorThread(j, env, self.firsts[j], policy, link,
+                                                 base_key(self.keys.run, first_thread + j), range(start, limit)))
+        self.stats = WindowStats(self.pool.threads)
+        self.source.publish(state.params, start)
+        self.pool.start()
+        self.train_start, self.eval_seconds = time.perf_counter(), 0.0
+        lines = [f"{config.env}: {config.num_threads} actor thread(s) x {config.envs_per_thread} envs on "
+                 f"{len(self.actor_devices)} actor device(s), {self.mesh.devices.size} learner device(s), "
+                 f"lag={config.lag}, updates {start}..{limit} of {config.num_updates}; compiled in "
+                 f"{compile_seconds:.1f}s; trajectory {bytes_per_step(self.example)['total']:,.0f} bytes per env step"]
+        protocol = getattr(self.pool.envs[0], "protocol", None)  # Atari envs say which protocol they follow
+        return lines + ([protocol.describe()] if protocol is not None else [])
+
+    # ---- training (driver) ----
+
+    def call_end(self, first: int, limit: int) -> int:
+        return first + 1
+
+    def train(self, state: TrainState, first: int, last: int) -> tuple[TrainState, dict[str, Any] | None]:
+        """Update `first` (one call is one update); a record every `log_every` updates and after the last."""
+        i, config = first, self.config
+        t0 = time.perf_counter()
+        rollouts = self.pool.take(i)
+        t1 = time.perf_counter()
+        state, metrics, inputs = self.step.checked(state, self.learner_keys, np.int32(i),
+                                                   *(r.trajectory for r in rollouts))
+        metrics, inputs = jax.device_get((metrics, inputs))
+        check_training({f"train/{k}": v for k, v in metrics.items()}, inputs, i, i + 1, _threads(inputs))
+        self.source.publish(state.params, i + 1)
+        t2 = time.perf_counter()
+        self.lags[i] = [i - r.version for r in rollouts]
+        self.env_steps += len(rollouts) * config.rollout_length * config.envs_per_thread  # this host's
+        self.stats.add(rollouts, metrics, self.lags[i], queue_wait=t1 - t0, learner=t2 - t1)
+        if (i + 1) % config.log_every and i + 1 != self.limit:
+            return state, None
+        self.global_steps = int(host_sum(np.array([self.env_steps]))[0])
+        return state, self.stats.flush(self.global_steps, time.perf_counter() - self.train_start - self.eval_seconds)
+
+    def evaluate(self, state: TrainState, seed: int, update: int) -> float | None:
+        """Mean greedy return on its own env batch (built on first use), on process 0 only (no collective)."""
+        if not (self.config.eval_episodes and is_main_process()):
+            return None
+        start = time.perf_counter()
+        if self._eval_env is None:
+            self._eval_env = make_env(self.config, self.env_factory, -1, self.config.eval_episodes)
+            self.pool.envs.append(self._eval_env)  # closed with the others
+        params = jax.device_put(local_replica(state.params), self.actor_devices[0])
+        result = evaluate_host_greedy(self.agent, params, self._eval_env, seed=seed, max_steps=self.config.eval_max_steps)
+        self.eval_seconds += time.perf_counter() - start
+        check_evaluation(np.sum(result.bad_reward), np.sum(result.bad_observation), result.returns.size, update)
+        return float(np.mean(result.returns))
+
+    def after_record(self, state: TrainState, record: dict[str, Any], update: int) -> TrainState:
+        return state
+
+    def progress(self, record: dict[str, Any]) -> dict[str, float | None]:
+        return {"return": record.get("episode_return"), "eval": record.get("eval_return"),
+                "lag": record["policy_lag_mean"]}
+
+    def params(self, state: TrainState) -> Any:
+        return state.params
+
+    def env_steps_of(self, updates: int) -> int:
+        return updates * self.config.steps_per_update * jax.process_count()
+
+    def close(self) -> None:
+        """Stops and joins the actors, closes every env."""
+        self.pool.close()
+
+
+def _threads(inputs: InputCounts) -> str:
+    """Which actor threads' rollouts held a non-finite input, e.g. " (actor thread 0)"."""
+    bad = rows_with_nonfinite(inputs)
+    return f" (actor thread {', '.join(map(str, bad))})" if bad else ""
