@@ -46,7 +46,7 @@ def run_child(spec_text: str) -> int:
     from agents import replay
     from podrl.anakin import train_anakin
     from podrl.anakin.config import AnakinConfig
-from podrl.config import LoggingConfig
+    from podrl.config import LoggingConfig
 
     config = AnakinConfig(env=ENV_NAME, num_envs=spec["envs"], rollout_length=spec["rollout"],
                           total_steps=spec["steps"], num_devices=spec["devices"],
