@@ -266,9 +266,8 @@ def report_only(preset: presets.Preset, out: Path, eval_episodes: int) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    own, extra = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+def parse_args(own: list[str]) -> argparse.Namespace:
+    """This script's own flags (those before `--`), checked."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("preset", choices=sorted(presets.PRESETS), help="the preset to run")
     parser.add_argument("--env", action="append", help="env id (repeat for several); default: the preset's")
@@ -294,6 +293,25 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--report-only and --continue exclude each other")
     if (args.report_only or args.continue_runs) and args.env:
         parser.error("--report-only and --continue take the envs from the report's results.json, not --env")
+    return args
+
+
+def unresolvable(preset, plans: dict[str, list[list[str]]]) -> UserInputError | None:
+    """The first error of resolving every planned training command (`podrl.experiment`), else None:
+    a bad flag fails here, in seconds, before the first run starts."""
+    try:
+        for commands in plans.values():
+            for command in commands:
+                resolve(preset.layout, command[2:])
+    except UserInputError as e:
+        return e
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    own, extra = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    args = parse_args(own)
     preset = presets.get(args.preset)
     out = (args.out or Path("docs") / "results" / preset.name).resolve()
     if args.report_only:
@@ -305,12 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     envs = args.env or [preset.run.get("env", "CartPole-v1")]
     results, stamp = [], time.strftime("%Y%m%d-%H%M%S")
     plans = {env: train_commands(preset, env, args.seeds, args.total_steps, runs_dir, extra, stamp) for env in envs}
-    try:  # every run resolved (podrl.experiment) before the first one starts: a bad flag fails here, in seconds
-        for commands in plans.values():
-            for command in commands:
-                resolve(preset.layout, command[2:])
-    except UserInputError as e:
-        print(f"error: {e.label}: {e}", file=sys.stderr)
+    error = unresolvable(preset, plans)
+    if error is not None:
+        print(f"error: {error.label}: {error}", file=sys.stderr)
         return 2
     invocation: dict[str, Any] | None = None
     for env in envs:
