@@ -1,7 +1,7 @@
 """Fields and methods every agent config shares, declared and documented once; imports no JAX.
 
 - `OptimizerConfig`: step size, its linear anneal and the global-norm clip; `AdamConfig` adds
-  Adam's epsilon (`--agent.adam-eps`), `OptimizerChoiceConfig` the choice of Adam or RMSProp
+  Adam's epsilon (`--agent.adam-eps`, from `AdamEpsConfig`, which SAC / TD3 share), `OptimizerChoiceConfig` the choice of Adam or RMSProp
   (`--agent.optimizer`, `--agent.optimizer-eps`, `--agent.rmsprop-eps-in-sqrt`).
   `agents.actor_critic.make_optimizer` builds the optax optimizer of either.
 - `EpochsConfig`: `num_epochs` passes of `num_minibatches` shuffled minibatches per update.
@@ -56,18 +56,28 @@ class OptimizerConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class AdamConfig(OptimizerConfig):
-    """Adam (Kingma & Ba 2015) after the global-norm clip."""
+class AdamEpsConfig:
+    """Adam's epsilon, for a config with one Adam step size (`AdamConfig`) or several (SAC, TD3)."""
 
     adam_eps: float = 1e-8
     """Adam epsilon."""
 
-    def check_optimizer_fields(self) -> None:
-        super().check_optimizer_fields()
+    def check_adam_eps(self) -> None:
+        """ConfigError("adam_eps") unless it is > 0."""
         require_number(self, "adam_eps", low=0.0, low_open=True)
 
     def optimizer_args(self) -> tuple[str, dict[str, Any]]:
+        """`("adam", {"eps": adam_eps})`: the optax optimizer besides its learning rate."""
         return "adam", {"eps": self.adam_eps}
+
+
+@dataclasses.dataclass(frozen=True)
+class AdamConfig(AdamEpsConfig, OptimizerConfig):
+    """Adam (Kingma & Ba 2015) after the global-norm clip."""
+
+    def check_optimizer_fields(self) -> None:
+        super().check_optimizer_fields()
+        self.check_adam_eps()
 
 
 @dataclasses.dataclass(frozen=True)

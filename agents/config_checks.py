@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
+from agents.config_base import AdamEpsConfig
 from podrl.errors import ConfigError, is_int, require_bool, require_choice, require_int, require_number
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
@@ -160,11 +161,27 @@ def check_replay_fields(config: ReplayConfig) -> None:
     require_number(config, "replay_ratio", low=0.0, low_open=True)
 
 
+def check_fill_field(config: ReplayConfig, name: str) -> None:
+    """Raises ConfigError(name) unless the field `name` (the transitions each shard's buffer must
+    hold before the first gradient step: DQN's min_fill, SAC / TD3's warmup_steps) is an int in
+    [0, buffer_size]."""
+    require_int(config, name, minimum=0)
+    fill = getattr(config, name)
+    if fill > config.buffer_size:
+        raise ConfigError(name, f"{fill} exceeds buffer_size {config.buffer_size}: learning would never start")
+
+
 @dataclasses.dataclass(frozen=True)
-class ContinuousControlConfig(ReplayConfig):
+class ContinuousControlConfig(ReplayConfig, AdamEpsConfig):
     """The fields SAC and TD3 share (`agents.continuous`): replay, warm-up, targets, networks and
     the optimizer block. Defaults: CleanRL's `sac_continuous_action.py` / `td3_continuous_action.py`
-    (Huang et al. 2022, JMLR 23(274)) for MuJoCo, but for the warm-up, which each agent sets."""
+    (Huang et al. 2022, JMLR 23(274)) for MuJoCo, but for the warm-up, which each agent sets.
+
+    The optimizer block is not an `agents.config_base.OptimizerConfig`: the actor and the twin
+    critics each have their own Adam step size (`actor_learning_rate`, `critic_learning_rate`;
+    SAC's temperature a third), constant over the run (no `anneal_lr`: CleanRL's SAC / TD3 do not
+    anneal), so one `learning_rate` would not fit. What is shared is Adam's epsilon
+    (`AdamEpsConfig.adam_eps`, for every optimizer of the agent) and the global-norm clip."""
 
     warmup_steps: int = 5_000
     """Per learner shard: the first warmup_steps transitions come from uniform random actions, and no gradient step is taken before the buffer holds them."""
@@ -178,13 +195,11 @@ class ContinuousControlConfig(ReplayConfig):
     """Hidden activation of the MLPs: one of tanh, relu, gelu, silu, elu."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this before the targets."""
-    # -- optimizer block (Adam on each network; the shared optimizer config may replace it)
+    # -- optimizer block (Adam on each network, see the class docstring; adam_eps from AdamEpsConfig)
     actor_learning_rate: float = 3e-4
     """Adam step size of the actor."""
     critic_learning_rate: float = 1e-3
     """Adam step size of the twin critics."""
-    adam_eps: float = 1e-8
-    """Adam epsilon (every optimizer here)."""
     max_grad_norm: float = 1e6
     """Clip each network's gradients to this global norm before Adam (the default: no clipping in practice)."""
 
@@ -192,13 +207,11 @@ class ContinuousControlConfig(ReplayConfig):
 def check_continuous_control_fields(config: ContinuousControlConfig) -> None:
     """Raises ConfigError naming the first invalid field of `ContinuousControlConfig`."""
     check_replay_fields(config)
-    require_int(config, "warmup_steps", minimum=0)
-    if config.warmup_steps > config.buffer_size:
-        raise ConfigError("warmup_steps", f"{config.warmup_steps} exceeds buffer_size {config.buffer_size}: "
-                          "learning would never start")
+    check_fill_field(config, "warmup_steps")
     require_number(config, "gamma", low=0.0, high=1.0)
     require_number(config, "tau", low=0.0, high=1.0, low_open=True)
     check_mlp_fields(config)
     require_number(config, "reward_scale", low=0.0, low_open=True)
-    for name in ("actor_learning_rate", "critic_learning_rate", "adam_eps", "max_grad_norm"):
+    for name in ("actor_learning_rate", "critic_learning_rate", "max_grad_norm"):
         require_number(config, name, low=0.0, low_open=True)
+    config.check_adam_eps()

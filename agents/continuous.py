@@ -38,7 +38,7 @@ import numpy as np
 import optax
 
 from agents import replay
-from agents.actor_critic import clipped_flat_optimizer
+from agents.actor_critic import base_optimizer, clipped_flat_optimizer
 from agents.networks import Tower
 from agents.off_policy import replay_and_learn
 from agents.torsos import flatten_obs
@@ -140,8 +140,8 @@ class ContinuousLearnerState(NamedTuple):
 
 
 def adam(config: Any, learning_rate: float, num_params: int | None = None) -> optax.GradientTransformation:
-    """Global-norm clip (`max_grad_norm`) then Adam (`adam_eps`) at `learning_rate`."""
-    return clipped_flat_optimizer(config.max_grad_norm, optax.adam(learning_rate, eps=config.adam_eps), num_params)
+    """Global-norm clip (`max_grad_norm`) then Adam (`adam_eps`, `AdamEpsConfig.optimizer_args`) at `learning_rate`."""
+    return clipped_flat_optimizer(config.max_grad_norm, base_optimizer(config, learning_rate), num_params)
 
 
 def continuous_parts(agent: str, config: Any, env_spec: EnvSpec, outputs_per_action: int,

@@ -67,3 +67,42 @@ def test_shared_optimizer_fields_keep_their_names_defaults_and_checks():
             with pytest.raises(ConfigError) as info:
                 config_type(**{field: value})
             assert info.value.field == field
+
+
+def test_every_registered_config_builds_its_agent_through_agent_config_base():
+    """No agent writes its own `make_agent` trampoline: each names its module in AGENT_MODULE."""
+    import importlib
+
+    from agents.config_base import AgentConfigBase
+
+    for name, entry in AGENTS.items():
+        assert issubclass(entry.config, AgentConfigBase), name
+        assert "make_agent" not in vars(entry.config), name
+        assert callable(importlib.import_module(entry.config.AGENT_MODULE).make_agent), name
+
+
+def test_replay_agents_share_the_replay_fields_and_checks_with_their_own_defaults():
+    """DQN, SAC and TD3 take the replay fields, `sgd_steps`, `check_batch` and the fill / adam_eps
+    checks from `agents.config_checks` / `agents.config_base`, each keeping its defaults."""
+    from agents.config_base import AdamEpsConfig
+    from agents.config_checks import ReplayConfig
+    from agents.dqn import DQNConfig
+    from agents.sac.config import SACConfig
+    from agents.td3.config import TD3Config
+
+    dqn = DQNConfig()
+    assert (dqn.buffer_size, dqn.batch_size, dqn.replay_ratio, dqn.min_fill) == (50_000, 128, 0.25, 1_000)
+    assert (SACConfig().buffer_size, SACConfig().batch_size, SACConfig().warmup_steps) == (1_000_000, 256, 5_000)
+    assert (TD3Config().critic_learning_rate, TD3Config().warmup_steps, TD3Config().adam_eps) == (3e-4, 25_000, 1e-8)
+    fill = {DQNConfig: "min_fill", SACConfig: "warmup_steps", TD3Config: "warmup_steps"}
+    for config_type, fill_field in fill.items():
+        assert issubclass(config_type, ReplayConfig) and issubclass(config_type, AdamEpsConfig)
+        assert config_type.check_batch is ReplayConfig.check_batch and config_type.memory_field == "buffer_size"
+        assert config_type.sgd_steps is ReplayConfig.sgd_steps and config_type(replay_ratio=0.5).sgd_steps(4, 3) == 6
+        cases = (("buffer_size", 0), ("batch_size", 1.5), ("replay_ratio", 0.0), ("adam_eps", 0.0), (fill_field, -1))
+        for field, value in cases + ((fill_field, 101),):
+            with pytest.raises(ConfigError) as info:
+                config_type(**{"buffer_size": 100, fill_field: 0, field: value})
+            assert info.value.field == field
+        with pytest.raises(ConfigError, match="buffer_size"):
+            config_type(buffer_size=100, **{fill_field: 0}).check_batch(rollout_length=11, envs_per_shard=10)

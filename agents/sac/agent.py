@@ -21,9 +21,9 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from agents import replay
+from agents.actor_critic import base_optimizer
 from agents.continuous import (
     ContinuousParts, continuous_agent, continuous_parts, critic_step, init_learner, optimizer_step, polyak,
     target_entropy,
@@ -66,7 +66,7 @@ def make_agent(config: SACConfig, env_spec: EnvSpec, total_updates: int) -> Agen
     del total_updates
     greedy = lambda out: jnp.tanh(gaussian(config, out)[0])  # noqa: E731 - the squashed mean
     parts = continuous_parts("sac", config, env_spec, 2, _explore, greedy)
-    temperature_optimizer = optax.adam(config.temperature_learning_rate, eps=config.adam_eps)
+    temperature_optimizer = base_optimizer(config, config.temperature_learning_rate)  # Adam, adam_eps
     return continuous_agent(parts, functools.partial(_init, parts, temperature_optimizer),
                             functools.partial(_sgd_step, parts, temperature_optimizer))
 

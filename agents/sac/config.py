@@ -9,25 +9,23 @@ temperature), with one gradient step per env step and the actor updated on every
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import ClassVar
 
+from agents.config_base import AgentConfigBase, check_sweepable
 from agents.config_checks import ContinuousControlConfig, check_continuous_control_fields
 from podrl.errors import require_bool, require_number
 
-if TYPE_CHECKING:
-    from envs.types import EnvSpec
-    from podrl.types import Agent
-
 
 @dataclasses.dataclass(frozen=True)
-class SACConfig(ContinuousControlConfig):
+class SACConfig(AgentConfigBase, ContinuousControlConfig):
     """Soft Actor-Critic (Haarnoja et al. 2018, arXiv:1801.01290; automatic temperature:
     arXiv:1812.05905): twin Q critics with Polyak targets, a tanh-squashed Gaussian actor,
     log alpha learned toward the target entropy -A, a replay ring buffer per learner shard.
 
     Each `update` adds this shard's `[T, B]` rollout to its buffer, then takes
     `round(replay_ratio * T * B)` gradient steps (critics, actor, temperature, targets) on
-    uniform samples of it, once it holds `warmup_steps` transitions."""
+    uniform samples of it, once it holds `warmup_steps` transitions. `make_agent` needs a
+    bounded continuous (Box) action space (ConfigError("env") otherwise)."""
 
     warmup_steps: int = 5_000
     """Per learner shard: the first warmup_steps transitions come from uniform random actions, and no gradient step is taken before the buffer holds them (CleanRL's learning_starts)."""
@@ -42,6 +40,8 @@ class SACConfig(ContinuousControlConfig):
     log_std_max: float = 2.0
     """Upper bound of the actor's log standard deviation."""
 
+    AGENT_MODULE: ClassVar[str] = "agents.sac.agent"
+
     def __post_init__(self) -> None:
         check_continuous_control_fields(self)
         require_bool(self, "learn_temperature")
@@ -49,10 +49,4 @@ class SACConfig(ContinuousControlConfig):
         require_number(self, "temperature_learning_rate", low=0.0, low_open=True)
         require_number(self, "log_std_min", low=-20.0)
         require_number(self, "log_std_max", low=self.log_std_min, high=10.0, low_open=True)
-
-    def make_agent(self, env_spec: EnvSpec, total_updates: int) -> Agent:
-        """The SAC `Agent` for `env_spec` (a bounded continuous action box: ConfigError("env") otherwise);
-        `total_updates` is unused (no schedules)."""
-        from agents.sac.agent import make_agent
-
-        return make_agent(self, env_spec, total_updates)
+        check_sweepable(self)

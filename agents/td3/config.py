@@ -9,25 +9,23 @@ lr 3e-4 for both networks, 256x256 ReLU MLPs, learning starts at 25k steps, expl
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import ClassVar
 
+from agents.config_base import AgentConfigBase, check_sweepable
 from agents.config_checks import ContinuousControlConfig, check_continuous_control_fields
 from podrl.errors import require_int, require_number
 
-if TYPE_CHECKING:
-    from envs.types import EnvSpec
-    from podrl.types import Agent
-
 
 @dataclasses.dataclass(frozen=True)
-class TD3Config(ContinuousControlConfig):
+class TD3Config(AgentConfigBase, ContinuousControlConfig):
     """Twin Delayed DDPG (Fujimoto et al. 2018, arXiv:1802.09477): twin critics and the clipped
     double-Q target, target policy smoothing, actor and target updates every `policy_delay`
     critic steps, Gaussian exploration noise; a replay ring buffer per learner shard.
 
     Each `update` adds this shard's `[T, B]` rollout to its buffer, then takes
     `round(replay_ratio * T * B)` critic steps on uniform samples of it, once it holds
-    `warmup_steps` transitions."""
+    `warmup_steps` transitions. `make_agent` needs a bounded continuous (Box) action space
+    (ConfigError("env") otherwise)."""
 
     warmup_steps: int = 25_000
     """Per learner shard: the first warmup_steps transitions come from uniform random actions, and no gradient step is taken before the buffer holds them (CleanRL's learning_starts)."""
@@ -42,16 +40,12 @@ class TD3Config(ContinuousControlConfig):
     policy_delay: int = 2
     """Critic steps per actor step; the target networks move with the actor."""
 
+    AGENT_MODULE: ClassVar[str] = "agents.td3.agent"
+
     def __post_init__(self) -> None:
         check_continuous_control_fields(self)
         require_number(self, "exploration_noise", low=0.0)
         require_number(self, "policy_noise", low=0.0)
         require_number(self, "noise_clip", low=0.0)
         require_int(self, "policy_delay")
-
-    def make_agent(self, env_spec: EnvSpec, total_updates: int) -> Agent:
-        """The TD3 `Agent` for `env_spec` (a bounded continuous action box: ConfigError("env") otherwise);
-        `total_updates` is unused (no schedules)."""
-        from agents.td3.agent import make_agent
-
-        return make_agent(self, env_spec, total_updates)
+        check_sweepable(self)
