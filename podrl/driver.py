@@ -17,8 +17,8 @@ produces one (Anakin: every call of `updates_per_call` updates; Sebulba: every `
 updates). The greedy policy is evaluated after the record whose call reached or passed a
 multiple of `eval_every` updates, and after the last update. With `eval_async`, that evaluation runs
 in a background thread (`podrl.eval_worker`) on a copy of the params while training goes on; the
-driver waits for it at the next evaluation point (never two in flight; the wait is logged as
-`eval_wait_s` in that record) and after the loop, and logs it as its own record
+driver waits for it at the next evaluation point (never two in flight, none skipped; the seconds
+waited are logged as `eval_wait_s` in that point's record) and after the loop, and logs it as its own record
 `{"updates": k, "eval_return": ...}` at update k's step.
 
 Failures: a `NonFiniteError` (a NaN loss, or a NaN/Inf reward or observation from the env) gets
@@ -177,16 +177,17 @@ def _record(program: Program, run: RunContext, loop: _Loop, record: dict[str, An
 
 def _evaluate(program: Program, run: RunContext, loop: _Loop, record: dict[str, Any], update: int) -> None:
     """The evaluation after update `update`: into `record` now, or handed to the background worker
-    (after logging the previous one, waited for if still running: its wait in `record["eval_wait_s"]`)."""
+    (after logging the previous one, waited for if still running: the seconds waited, maybe 0, in
+    `record["eval_wait_s"]`)."""
     params, seed = program.params(loop.state), run.eval_seed(update)
     if loop.evals is None:
         value = program.evaluate(params, seed, update)
         if value is not None:
             record["eval_return"] = loop.eval_return = value
         return
-    busy, t0 = loop.evals.busy, time.perf_counter()
+    waited, t0 = loop.evals.submitted, time.perf_counter()
     _log_eval(run, loop, loop.evals.result())
-    if busy:
+    if waited:
         record["eval_wait_s"] = time.perf_counter() - t0
     loop.evals.submit(snapshot(params), seed, update)  # copied: the next call may donate `params`
 

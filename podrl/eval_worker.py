@@ -39,9 +39,9 @@ class EvalWorker:
         self._outcome: dict[str, Any] = {}  # "value" or "error"
 
     @property
-    def busy(self) -> bool:
-        """True while an evaluation has been handed over and is still running."""
-        return self._update is not None and not self._done.is_set()
+    def submitted(self) -> bool:
+        """True from `submit` until `result` (running or finished, not yet collected)."""
+        return self._update is not None
 
     def submit(self, params: Any, seed: int, update: int) -> None:
         """Starts evaluating `params` (a `snapshot`) after update `update`; `result` first if one was submitted."""

@@ -5,6 +5,7 @@ in its episodes, an exception or a stall stops the run with the synchronous path
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from envs.adapters.jax_host import JaxHostVectorEnv
 from faulty_envs import NaNWhenRepeated
 from podrl.anakin import train_anakin
+from podrl.config import CheckpointConfig, LoggingConfig
 from podrl.errors import ConfigError, NonFiniteError
 from podrl.eval_worker import EvalWorker
 from podrl.sebulba import train_sebulba
@@ -53,6 +55,22 @@ def test_sebulba_async_eval_logs_the_sync_returns_at_the_same_updates(cpu_device
 
 
 @pytest.mark.timeout(240)
+def test_async_eval_in_flight_at_a_stop_is_awaited_and_written(cpu_devices, tmp_path):
+    """Stopped after update 8 (an evaluation point): its evaluation, still running, is awaited, written to
+    metrics.jsonl at update 8's step as its own record, and is the result's final eval return."""
+    logging = LoggingConfig(run_dir=str(tmp_path), run_name="r", console=False, tensorboard=False)
+    config = anakin(env="CartPole-v1", eval_every=4, total_steps=8 * 16 * 16, updates_per_call=2, eval_async=True,
+                    logging=logging, checkpoint=CheckpointConfig(stop_after_updates=8))
+    result = train_anakin(config, AGENT)
+    assert result.stopped_by == "stop_after_updates"
+    records = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    written = [(r["updates"], r["step"], r["eval_return"]) for r in records if "eval_return" in r]
+    assert [(u, s) for u, s, _ in written] == [(4, 4 * 8 * 16), (8, 8 * 8 * 16)]
+    assert written[-1][2] == pytest.approx(float(result.final_eval_return[0]))
+    assert "eval_wait_s" in next(r for r in records if r.get("updates") == 8 and "sps" in r)  # 4 collected there
+
+
+@pytest.mark.timeout(240)
 def test_anakin_async_nan_reward_in_evaluation_stops_the_run(cpu_devices):
     with pytest.raises(NonFiniteError, match=r"non-finite \(NaN/Inf\) reward in 8 of 8 greedy episode\(s\) "
                                              r"of the evaluation after update 4"):
@@ -71,8 +89,9 @@ def test_eval_worker_reraises_and_times_out():
         raise ValueError(f"broken eval {params} {seed} {update}")
 
     worker = EvalWorker(fail, timeout_s=5.0)
-    assert worker.result() is None
+    assert worker.result() is None and not worker.submitted
     worker.submit("p", 7, 3)
+    assert worker.submitted
     with pytest.raises(ValueError, match="broken eval p 7 3"):
         worker.result()
     release = threading.Event()
