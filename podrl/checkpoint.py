@@ -31,7 +31,7 @@ import orbax.checkpoint as ocp
 from podrl.config import CheckpointConfig
 from podrl.errors import ConfigError, UserInputError
 
-SAFE_TO_CHANGE = {"total_steps", "logging", "eval_every", "eval_episodes", "eval_max_steps", "checkpoint",
+SAFE_TO_CHANGE = {"total_steps", "logging", "eval_every", "eval_episodes", "eval_max_steps", "eval_async", "checkpoint",
                   "updates_per_call", "log_every", "timeout_s", "compile_cache"}
 """Run fields that may differ between a checkpoint and the run resuming it."""
 

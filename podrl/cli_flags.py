@@ -30,7 +30,7 @@ from podrl.experiment import Experiment, agent_name, layout_config
 
 RUN_GROUPS: dict[str, tuple[str, ...]] = {
     "env": ("env", "env_kwargs", "vectorization"),
-    "evaluation": ("eval_every", "eval_episodes", "eval_max_steps"),
+    "evaluation": ("eval_every", "eval_episodes", "eval_max_steps", "eval_async"),
     "population": ("population", "sweep", "population_shards", "pbt_every", "pbt_fraction", "pbt_perturb"),
 }
 """Run fields shown in their own `--help` box (flags unprefixed); the others are in the `run` box."""

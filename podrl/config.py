@@ -14,7 +14,7 @@ from typing import Annotated, ClassVar
 
 import tyro
 
-from podrl.errors import ConfigError, require_choice, require_int, require_number
+from podrl.errors import ConfigError, require_bool, require_choice, require_int, require_number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +91,8 @@ class RunConfig:
     """Greedy episodes per evaluation (Anakin: per seed, rounded up to a multiple of the device count)."""
     eval_max_steps: int = 1000
     """Step bound of one evaluation episode (for envs without a time limit)."""
+    eval_async: bool = False
+    """Evaluate in a background thread on a copy of update k's params while training goes on (logged at k as its own record; at most one in flight)."""
     compile_cache: str = "auto"
     """Persistent compilation cache (training scripts): 'auto' (JAX_COMPILATION_CACHE_DIR, else ~/.cache/podrl/jax), 'none', or a folder."""
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
@@ -101,6 +103,7 @@ class RunConfig:
     def __post_init__(self):
         require_int(self, "total_steps", "eval_max_steps")
         require_int(self, "seed", "eval_every", "eval_episodes", minimum=0)
+        require_bool(self, "eval_async")
         if not isinstance(self.env, str) or not self.env:
             raise ConfigError("env", f"must be a non-empty env name, got {self.env!r}")
         if self.total_steps < self.steps_per_update:

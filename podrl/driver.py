@@ -15,7 +15,11 @@ Everything else happens here, the same way in both layouts:
 The schedule is counted in updates in both layouts. A record is written after each call that
 produces one (Anakin: every call of `updates_per_call` updates; Sebulba: every `log_every`
 updates). The greedy policy is evaluated after the record whose call reached or passed a
-multiple of `eval_every` updates, and after the last update.
+multiple of `eval_every` updates, and after the last update. With `eval_async`, that evaluation runs
+in a background thread (`podrl.eval_worker`) on a copy of the params while training goes on; the
+driver waits for it at the next evaluation point (never two in flight, none skipped; the seconds
+waited are logged as `eval_wait_s` in that point's record) and after the loop, and logs it as its own record
+`{"updates": k, "eval_return": ...}` at update k's step.
 
 Failures: a `NonFiniteError` (a NaN loss, or a NaN/Inf reward or observation from the env) gets
 the last good checkpoint as a note and stops the run; any other failure (an actor, the user's
@@ -29,8 +33,9 @@ import time
 from typing import Any, NamedTuple, Protocol
 
 from podrl.errors import NonFiniteError
+from podrl.eval_worker import EvalWorker, snapshot
 from podrl.profiling import CallProfiler
-from podrl.run import RunContext
+from podrl.run import RunContext, format_return
 
 
 class Program(Protocol):
@@ -57,8 +62,9 @@ class Program(Protocol):
         """Runs updates `first..last-1`; the new state and a log record (None: nothing to log yet).
         Raises NonFiniteError (`podrl.finite.check_training`) on a non-finite input or metric."""
 
-    def evaluate(self, state: Any, seed: int, update: int) -> Any:
-        """The greedy return after update `update` (None when this program does not evaluate)."""
+    def evaluate(self, params: Any, seed: int, update: int) -> Any:
+        """The greedy return of `params` (those of update `update`), as host data; None when this program
+        does not evaluate. Raises NonFiniteError (`podrl.finite.check_evaluation`). May run in another thread."""
 
     def after_record(self, state: Any, record: dict[str, Any], update: int) -> Any:
         """A hook after each record (PBT's exploit/explore); returns the state to continue from."""
@@ -87,10 +93,11 @@ class Driven(NamedTuple):
 class _Loop:
     """The driver's bookkeeping between calls."""
 
-    def __init__(self, state: Any, start: int):
+    def __init__(self, state: Any, start: int, evals: EvalWorker | None):
         self.state, self.done, self.logged_at = state, start, start
         self.history: list[dict[str, Any]] = []
         self.eval_return: Any = None
+        self.evals = evals  # the background evaluation (eval_async), or None: evaluate in the loop
         self.train_seconds = 0.0
         self.calls = 0
 
@@ -101,13 +108,16 @@ def drive(program: Program, run: RunContext) -> Driven:
     compile_seconds = program.compile(state)
     for line in program.start(state, run.start, run.limit, compile_seconds):
         run.logger.info(line)
-    loop = _Loop(state, run.start)
+    config = run.config
+    loop = _Loop(state, run.start, EvalWorker(program.evaluate, config.timeout_s) if config.eval_async else None)
     calls = _count_calls(program, run.start, run.limit)
     profiler = CallProfiler(run.config.logging.profile, calls, count=program.profile_calls)
     try:
         while loop.done < run.limit:
             if _one_call(program, run, loop, profiler):
                 break
+        if loop.evals is not None:  # the last evaluation, before the closing line
+            _log_eval(run, loop, loop.evals.result())
     except NonFiniteError as error:
         run.note_failure(error)
         raise
@@ -156,12 +166,39 @@ def _record(program: Program, run: RunContext, loop: _Loop, record: dict[str, An
     record["updates"] = update
     config = run.config
     if eval_due(config.eval_every, loop.logged_at, update, run.limit, config.num_updates):
-        value = program.evaluate(loop.state, run.eval_seed(update), update)
-        if value is not None:
-            record["eval_return"] = loop.eval_return = value
+        _evaluate(program, run, loop, record, update)
     loop.logged_at = update
     loop.state = program.after_record(loop.state, record, update)
     step = run.logged_steps(update)
     run.logger.log(step, record)
     loop.history.append({"step": step, **record})
     run.logger.progress(step, run.logged_steps(config.num_updates), record["sps"], program.progress(record))
+
+
+def _evaluate(program: Program, run: RunContext, loop: _Loop, record: dict[str, Any], update: int) -> None:
+    """The evaluation after update `update`: into `record` now, or handed to the background worker
+    (after logging the previous one, waited for if still running: the seconds waited, maybe 0, in
+    `record["eval_wait_s"]`)."""
+    params, seed = program.params(loop.state), run.eval_seed(update)
+    if loop.evals is None:
+        value = program.evaluate(params, seed, update)
+        if value is not None:
+            record["eval_return"] = loop.eval_return = value
+        return
+    waited, t0 = loop.evals.submitted, time.perf_counter()
+    _log_eval(run, loop, loop.evals.result())
+    if waited:
+        record["eval_wait_s"] = time.perf_counter() - t0
+    loop.evals.submit(snapshot(params), seed, update)  # copied: the next call may donate `params`
+
+
+def _log_eval(run: RunContext, loop: _Loop, done: tuple[int, Any] | None) -> None:
+    """Logs a background evaluation's result `(update, value)` as its own record at that update's step."""
+    if done is None or done[1] is None:
+        return
+    update, loop.eval_return = done
+    record = {"updates": update, "eval_return": loop.eval_return}
+    step = run.logged_steps(update)
+    run.logger.log(step, record)
+    loop.history.append({"step": step, **record})
+    run.logger.info(f"evaluation after update {update}: greedy return {format_return(loop.eval_return)}")

@@ -282,7 +282,11 @@ class AnakinProgram:
 
     def evaluate_checked(self, state: AnakinState, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """`evaluate`'s returns `[S]`, and per member how many episodes met a NaN/Inf reward / observation `[S]`."""
-        return tuple(np.asarray(x) for x in self._eval(state.train_state.params, np.uint32(seed)))
+        return self.evaluate_params(state.train_state.params, seed)
+
+    def evaluate_params(self, params: Any, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`evaluate_checked` of `params` (a state's `train_state.params`, or a copy with its sharding)."""
+        return tuple(np.asarray(x) for x in self._eval(params, np.uint32(seed)))
 
 
 def summarize_call(metrics: CallMetrics) -> dict[str, Any]:

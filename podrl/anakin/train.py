@@ -113,10 +113,10 @@ class AnakinRun:
         summary["sps"] = self.env_steps_of(last - first) / (time.perf_counter() - t0)
         return state, summary
 
-    def evaluate(self, state: AnakinState, seed: int, update: int) -> np.ndarray:
+    def evaluate(self, params: Any, seed: int, update: int) -> np.ndarray:
         returns, bad_reward, bad_observation = within(
             f"evaluation after update {update}", self.config.timeout_s,
-            functools.partial(self.program.evaluate_checked, state, seed))
+            functools.partial(self.program.evaluate_params, params, seed))
         check_evaluation(bad_reward, bad_observation, self.program.eval_per_shard * self.program.num_shards, update)
         return returns
 

@@ -156,17 +156,19 @@ class SebulbaProgram:
         self.global_steps = int(host_sum(np.array([self.env_steps]))[0])
         return state, self.stats.flush(self.global_steps, time.perf_counter() - self.train_start - self.eval_seconds)
 
-    def evaluate(self, state: TrainState, seed: int, update: int) -> float | None:
-        """Mean greedy return on its own env batch (built on first use), on process 0 only (no collective)."""
+    def evaluate(self, params: Any, seed: int, update: int) -> float | None:
+        """Mean greedy return on its own env batch (built on first use), on process 0 only (no collective).
+        With `eval_async` it runs beside training, so its time is not taken out of the records' SPS."""
         if not (self.config.eval_episodes and is_main_process()):
             return None
         start = time.perf_counter()
         if self._eval_env is None:
             self._eval_env = make_env(self.config, self.env_factory, -1, self.config.eval_episodes)
             self.pool.envs.append(self._eval_env)  # closed with the others
-        params = jax.device_put(local_replica(state.params), self.actor_devices[0])
+        params = jax.device_put(local_replica(params), self.actor_devices[0])
         result = evaluate_host_greedy(self.agent, params, self._eval_env, seed=seed, max_steps=self.config.eval_max_steps)
-        self.eval_seconds += time.perf_counter() - start
+        if not self.config.eval_async:
+            self.eval_seconds += time.perf_counter() - start
         check_evaluation(np.sum(result.bad_reward), np.sum(result.bad_observation), result.returns.size, update)
         return float(np.mean(result.returns))
 
