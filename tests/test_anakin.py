@@ -18,6 +18,7 @@ from podrl.config import LoggingConfig
 from podrl.evaluation import evaluate_greedy
 from podrl.mesh import data_mesh
 from podrl.types import Agent
+from faulty_envs import NaNAfter
 from untrained import anakin_initial_return
 
 QUIET = LoggingConfig(run_dir=None, console=False)
@@ -191,32 +192,8 @@ def test_greedy_evaluation_scores_a_scripted_policy(cpu_devices):
     assert not bool(capped.finished.any())
 
 
-class NaNRewardSign:
-    """MatchSign whose reward becomes NaN after `bad_after` steps of an env instance."""
-
-    def __init__(self, bad_after: int = 40):
-        self.inner = envs.make("MatchSign-v0", episode_length=1_000_000)
-        self.bad_after = bad_after
-
-    def reset(self, key):
-        state, ts = self.inner.reset(key)
-        return (state, jnp.asarray(0, jnp.int32)), ts
-
-    def step(self, state, action):
-        inner, count = state
-        inner, ts = self.inner.step(inner, action)
-        reward = jnp.where(count >= self.bad_after, jnp.nan, ts.reward)
-        return (inner, count + 1), ts._replace(reward=reward)
-
-    def observation_spec(self):
-        return self.inner.observation_spec()
-
-    def action_spec(self):
-        return self.inner.action_spec()
-
-
 @pytest.mark.timeout(120)
 def test_nan_loss_stops_the_run_naming_the_updates(cpu_devices):
     config = quick_config(num_devices=2, total_steps=8 * 16 * 12)
     with pytest.raises(NonFiniteError, match=r"train/\w+ became .*updates 0\.\.3"):
-        train_anakin(config, PPOConfig(), env=NaNRewardSign(bad_after=40))
+        train_anakin(config, PPOConfig(), env=NaNAfter(41))

@@ -19,7 +19,6 @@ import time
 from typing import Any, Callable, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from dm_env import specs
@@ -39,6 +38,7 @@ from podrl.distributed import DistributedConfig
 from podrl.errors import ConfigError, NonFiniteError
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.sebulba.runner import JOIN_GRACE_S
+from faulty_envs import NaNAfter
 from untrained import sebulba_initial_params
 
 # orbax leaves un-awaited read coroutines behind when a corrupted checkpoint fails to restore
@@ -148,26 +148,6 @@ class FaultyHostEnv(JaxHostVectorEnv):
         return ts
 
 
-class NaNRewardSign:
-    """JAX MatchSign whose rewards become NaN from an env instance's 40th step (update 2 of 16-step rollouts)."""
-
-    def __init__(self):
-        self.inner = envs.make("MatchSign-v0", episode_length=1_000_000)
-
-    def reset(self, key):
-        state, ts = self.inner.reset(key)
-        return (state, jnp.asarray(0, jnp.int32)), ts
-
-    def step(self, state, action):
-        inner, count = state
-        inner, ts = self.inner.step(inner, action)
-        return (inner, count + 1), ts._replace(reward=jnp.where(count >= 40, jnp.nan, ts.reward))
-
-    def observation_spec(self):
-        return self.inner.observation_spec()
-
-    def action_spec(self):
-        return self.inner.action_spec()
 
 
 class NoStepEnv:
@@ -258,7 +238,7 @@ def anakin_nan_loss(tmp_path, ctx):
     config = AnakinConfig(env="MatchSign-v0", num_envs=8, rollout_length=16, total_steps=8 * 16 * 12,
                           num_devices=2, updates_per_call=2, eval_every=0, eval_episodes=8, logging=logged(tmp_path),
                           checkpoint=CheckpointConfig(every_updates=1))
-    train_anakin(config, PPOConfig(), env=NaNRewardSign())
+    train_anakin(config, PPOConfig(), env=NaNAfter(41))
 
 
 def sebulba_nan_loss(tmp_path, ctx):
