@@ -278,14 +278,11 @@ class AnakinProgram:
 
     def evaluate(self, state: AnakinState, seed: int) -> np.ndarray:
         """Mean greedy return per member `[S]` over `eval_episodes` (rounded up to a multiple of the shards)."""
-        return self.evaluate_checked(state, seed)[0]
-
-    def evaluate_checked(self, state: AnakinState, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """`evaluate`'s returns `[S]`, and per member how many episodes met a NaN/Inf reward / observation `[S]`."""
-        return self.evaluate_params(state.train_state.params, seed)
+        return self.evaluate_params(state.train_state.params, seed)[0]
 
     def evaluate_params(self, params: Any, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """`evaluate_checked` of `params` (a state's `train_state.params`, or a copy with its sharding)."""
+        """Greedy returns `[S]` of `params` (a state's `train_state.params`, or a copy with its sharding),
+        and per member how many episodes met a NaN/Inf reward / observation `[S]`."""
         return tuple(np.asarray(x) for x in self._eval(params, np.uint32(seed)))
 
 
