@@ -49,6 +49,13 @@ _CLEANRL_PONG = Anchor(20.45, "CleanRL ppo_atari_envpool.py, Pong-v5, 10M steps 
                               "(docs/benchmark/ppo_atari_envpool.md)")
 _IMPALA_PONG = Anchor(20.98, "Espeholt et al. 2018 (IMPALA), appendix table of Atari-57 scores: IMPALA (deep), one "
                              "game per agent, 200M frames (50M env steps), no-op starts")
+_CLEANRL_SAC_DOCS = ("CleanRL docs, rl-algorithms/sac.md (docs.cleanrl.dev/rl-algorithms/sac/#sac_continuous_actionpy), "
+                     "sac_continuous_action.py, 1M steps, training episodic return, mean +- std over seeds")
+_CLEANRL_TD3_DOCS = ("CleanRL docs, rl-algorithms/td3.md (docs.cleanrl.dev/rl-algorithms/td3/#td3_continuous_actionpy), "
+                     "td3_continuous_action.py, 1M steps, training episodic return, mean +- std over seeds")
+_MUJOCO_RUN = {"env": "HalfCheetah-v5", "envs_per_thread": 1, "rollout_length": 64, "total_steps": 1_000_000,
+               "eval_every": 160, "eval_episodes": 4, "log_every": 8}
+"""CleanRL's one env and 1M steps; 64 env steps per update (64 gradient steps each at replay_ratio 1); a greedy eval every ~10k steps."""
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset(
@@ -125,6 +132,38 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         "sized for the memory task",
         {"env": "RecallCue-v0", "num_envs": 64, "rollout_length": 32, "total_steps": 1_000_000},
         {"core": "lstm", "core_size": 64, "learning_rate": 1e-3, "num_minibatches": 4, "entropy_coef": 0.01},
+    ),
+    Preset(
+        "mujoco-sac", "sebulba", "sac",
+        "SAC on a gymnasium MuJoCo env (default HalfCheetah-v5), 1 env, 1M steps, CleanRL's hyperparameters.",
+        "CleanRL sac_continuous_action.py (Huang et al. 2022): buffer 1e6, batch 256, gamma 0.99, tau 0.005, "
+        "q lr 1e-3, policy lr 3e-4, alpha autotuned from 1 (lr 1e-3, CleanRL's q lr), learning_starts 5e3, "
+        "256x256 ReLU MLPs, one gradient step per env step, target update every step (target_network_frequency 1); "
+        "CleanRL's policy_frequency 2 runs 2 actor steps every 2nd critic step, here 1 actor step per critic "
+        "step (the same count)",
+        _MUJOCO_RUN,
+        {"buffer_size": 1_000_000, "batch_size": 256, "gamma": 0.99, "tau": 0.005, "critic_learning_rate": 1e-3,
+         "actor_learning_rate": 3e-4, "temperature_learning_rate": 1e-3, "learn_temperature": True,
+         "initial_temperature": 1.0, "warmup_steps": 5_000, "hidden_sizes": (256, 256), "activation": "relu",
+         "replay_ratio": 1.0},
+        {"HalfCheetah-v5": Anchor(9634.89, "HalfCheetah-v2: 9634.89 +- 1423.73; " + _CLEANRL_SAC_DOCS),
+         "Walker2d-v5": Anchor(3591.45, "Walker2d-v2: 3591.45 +- 911.33; " + _CLEANRL_SAC_DOCS),
+         "Hopper-v5": Anchor(2310.46, "Hopper-v2: 2310.46 +- 342.82; " + _CLEANRL_SAC_DOCS)},
+    ),
+    Preset(
+        "mujoco-td3", "sebulba", "td3",
+        "TD3 on a gymnasium MuJoCo env (default HalfCheetah-v5), 1 env, 1M steps, CleanRL's hyperparameters.",
+        "CleanRL td3_continuous_action.py (Huang et al. 2022; Fujimoto et al. 2018): buffer 1e6, batch 256, "
+        "gamma 0.99, tau 0.005, lr 3e-4 for actor and critics, learning_starts 25e3, exploration noise 0.1, "
+        "policy noise 0.2 clipped at 0.5, policy_frequency 2 (actor and target updates every 2nd critic step), "
+        "256x256 ReLU MLPs, one gradient step per env step",
+        _MUJOCO_RUN,
+        {"buffer_size": 1_000_000, "batch_size": 256, "gamma": 0.99, "tau": 0.005, "critic_learning_rate": 3e-4,
+         "actor_learning_rate": 3e-4, "warmup_steps": 25_000, "exploration_noise": 0.1, "policy_noise": 0.2,
+         "noise_clip": 0.5, "policy_delay": 2, "hidden_sizes": (256, 256), "activation": "relu", "replay_ratio": 1.0},
+        {"HalfCheetah-v5": Anchor(9018.31, "HalfCheetah-v2: 9018.31 +- 1078.31; " + _CLEANRL_TD3_DOCS),
+         "Walker2d-v5": Anchor(4246.07, "Walker2d-v2: 4246.07 +- 1210.84; " + _CLEANRL_TD3_DOCS),
+         "Hopper-v5": Anchor(3391.78, "Hopper-v2: 3391.78 +- 232.21; " + _CLEANRL_TD3_DOCS)},
     ),
 )}
 """Every preset by name (the order `--help` lists them in)."""
