@@ -80,7 +80,7 @@ class RunConfig:
     """The layout name runs and checkpoints record (set by each layout's config)."""
 
     env: str = "CartPole-v1"
-    """Anakin: a JAX env id (CartPole-v1, Acrobot-v1, Pendulum-v1, MatchSign-v0), 'gymnax:<id>' or 'craftax:<id>' (env params as ',field=value' after the id) or 'module:Class'. Sebulba: a gymnasium id, 'jax:<id>', 'gymnax:<id>', 'craftax:<id>', 'dm_env:module:factory', 'ale:Pong', 'envpool:<id>' or 'module:factory'."""
+    """Anakin: a JAX env id (CartPole-v1, Acrobot-v1, Pendulum-v1, MatchSign-v0), 'gymnax:<id>' or 'craftax:<id>' (env params as ',field=value' after the id) or 'module:Class'. Sebulba: a gymnasium id, 'jax:<id>', 'gymnax:<id>', 'craftax:<id>', 'dm_env:module:factory', 'dmc:<domain>-<task>', 'ale:Pong', 'envpool:<id>' or 'module:factory'."""
     seed: int = 0
     """Seed of params, envs and PRNG keys (Anakin's seed i of --num-seeds uses seed + i)."""
     total_steps: int = 500_000

@@ -10,6 +10,7 @@ Accepted names:
                             'jax:gymnax:Breakout-MinAtar' is (the same env)
 "craftax:Craftax-Classic-Symbolic-v1"  a Craftax env, likewise
 "dm_env:pkg.mod:factory"    a factory of `dm_env.Environment`s
+"dmc:cartpole-swingup"      a dm_control suite task (`envs.adapters.dmc`, flat observations)
 "ale:Pong", "ale:ALE/Pong-v5"  Atari via ale-py (`envs.adapters.ale`)
 "envpool:Pong-v5"           an envpool task (`envs.adapters.envpool`)
 "pkg.mod:factory"           a user's factory returning a gymnasium.Env, a gymnasium
@@ -41,7 +42,7 @@ from envs.registry import UnknownEnvError, check_name, import_user_module, make
 
 FORMS = (
     "a gymnasium id ('CartPole-v1'), 'jax:<envs.make name>', 'gymnax:<id>', 'craftax:<id>', "
-    "'dm_env:module:factory', "
+    "'dm_env:module:factory', 'dmc:<domain>-<task>', "
     "'ale:Pong', 'envpool:Pong-v5' or 'module:factory'"
 )
 
@@ -117,6 +118,10 @@ def make_host_env(
         if ":" not in rest:
             raise UnknownEnvError(f"env {name!r}: expected 'dm_env:module:factory'")
         return DmEnvVectorEnv(_with_options(_import_attr(name, rest), kwargs), num_envs, seed=seed)
+    if prefix == "dmc":
+        from envs.adapters.dmc import make_dmc_env
+
+        return make_dmc_env(name, num_envs, seed=seed, **kwargs)
     if prefix == "ale":
         from envs.adapters.ale import make_ale_env
 

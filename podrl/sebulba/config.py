@@ -20,7 +20,7 @@ class SebulbaConfig(RunConfig):
     """The layout name runs and checkpoints record."""
     HELP: ClassVar[dict[str, str]] = {
         "env": "A gymnasium id, 'jax:<id>', 'gymnax:<id>', 'craftax:<id>', 'ale:Pong', 'envpool:<id>', "
-               "'dm_env:module:factory' or 'module:factory' (your own env; the current folder is importable, "
+               "'dm_env:module:factory', 'dmc:<domain>-<task>' (dm_control) or 'module:factory' (your own env; the current folder is importable, "
                "and --env-kwargs reach its constructor).",
         "seed": "Seed of params, envs and PRNG keys (each actor thread and learner shard derives its own).",
         "total_steps": "Environment steps of this process's actors; rounded down to whole updates.",
