@@ -220,11 +220,13 @@ def test_update_is_deterministic_and_shard_count_invariant(cpu_devices, config_t
 
 
 @pytest.mark.timeout(300)
-def test_sac_anakin_stop_resume_with_the_buffer_is_bit_identical(tmp_path, cpu_devices):
+@AGENTS
+def test_anakin_stop_resume_with_the_buffer_is_bit_identical(tmp_path, cpu_devices, config_type):
     """Two learner devices (two buffers), 10 updates of 8 envs x 16 steps (64 transitions per shard each;
     warm-up 128: learning from update 1): stopped after 4 updates and resumed, the run ends bit-identical
-    to an uninterrupted one: buffers, critics, targets, temperature, Adam states, envs and keys."""
-    agent = SACConfig(**SMALL)
+    to an uninterrupted one: buffers, critics, targets (TD3: the actor's too), SAC's temperature, Adam
+    states, the gradient-step count (TD3's policy_delay phase), envs and keys."""
+    agent = config_type(**SMALL)
 
     def reach(name, **checkpoint):
         return dataclasses.replace(checkpointed_anakin(tmp_path, name, **checkpoint), env="ReachCue-v0")
@@ -233,7 +235,9 @@ def test_sac_anakin_stop_resume_with_the_buffer_is_bit_identical(tmp_path, cpu_d
     train_anakin(reach("part", stop_after_updates=4), agent)
     rest = train_anakin(reach("rest", resume=str(tmp_path / "part")), agent)
     assert float(rest.history[-1]["train/learning"][0]) == 1.0
-    assert int(rest.state.train_state.shard_state.size[0, 1]) == 10 * 64
+    assert int(rest.state.train_state.shard_state.size[0, 1]) == 10 * 64  # holds the first run's transitions
+    # updates 1..9 took 4 gradient steps each (64 items x replay_ratio 1/16): the count went on from the checkpoint
+    assert int(np.asarray(rest.state.train_state.opt_state.sgd_steps).ravel()[0]) == 9 * 4
     for a, b in zip(leaves(whole.state), leaves(rest.state), strict=True):
         np.testing.assert_array_equal(a, b)
 
