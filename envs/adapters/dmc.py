@@ -21,7 +21,7 @@ compiles) listing the valid names.
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 import dm_env
@@ -70,7 +70,7 @@ class FlatObservation(dm_env.Environment):
     def __init__(self, env: dm_env.Environment):
         self._env = env
         spec = env.observation_spec()
-        if not isinstance(spec, (dict, OrderedDict)):
+        if not isinstance(spec, Mapping):
             raise TypeError(f"FlatObservation expects a dict observation spec, got {type(spec).__name__}")
         self.keys = tuple(spec)
         self.sizes = tuple(int(np.prod(spec[k].shape)) for k in self.keys)
