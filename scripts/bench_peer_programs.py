@@ -79,8 +79,8 @@ ROWS = {
          "evaluation: Stoix's evaluator samples from the policy (evaluation_greedy=False), podrl's is greedy",
          "env: both envpool 1.2.5 CartPole-v1 (its own auto-reset); Stoix wraps it in stoa's EnvPoolToStoa")),
     "minatar-ppo": Row(
-        "minatar-ppo", "purejaxrl", {"env": "Breakout-MinAtar", "total_timesteps": 131072, "hidden": 256},
-        {"kind": "minatar-ppo", "env": "gymnax:Breakout-MinAtar", "total_steps": 131072, "eval_episodes": 32},
+        "minatar-ppo", "purejaxrl", {"env": "Breakout-MinAtar", "total_timesteps": 32768, "hidden": 256},
+        {"kind": "minatar-ppo", "env": "gymnax:Breakout-MinAtar", "total_steps": 32768, "eval_episodes": 32},
         "mlp256",
         ("advantages: PureJaxRL standardizes per minibatch, like podrl",
          "value loss: both clipped; PureJaxRL's entropy/value coefficients as podrl's (0.01, 0.5)",
