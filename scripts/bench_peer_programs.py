@@ -143,7 +143,7 @@ def run_peer(row: Row, args) -> dict[str, Any]:
 
 
 def run_control(row: Row, python: Path, args) -> dict[str, Any]:
-    steps = 10 if args.quick else (20 if row.kernel == "cnn16" else 200)
+    steps = 10 if args.quick else {"mlp64": 200, "mlp256": 50, "cnn16": 20}[row.kernel]
     return run_python(python, CONTROL, {"kernel": row.kernel, "steps": steps, "repeats": 3 if args.quick else 5},
                       args.timeout)
 
