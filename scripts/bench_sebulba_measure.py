@@ -76,8 +76,18 @@ def agent_config_for(m: Measurement):
     """The PPO config a Sebulba measurement trains (Atari frames get the Nature CNN torso)."""
     from agents.ppo import PPOConfig
 
-    # Atari frames need a CNN torso (an mlp on [4, 84, 84] is a ConfigError since issue 11's torsos).
-    torso = "nature_cnn" if m.env.startswith(("ale:", "envpool:")) else "mlp"
+    # Atari frames need a CNN torso (an mlp on [4, 84, 84] is a ConfigError since issue 11's torsos);
+    # an envpool id may be Atari (Pong-v5) or not (CartPole-v1), so the observation's rank decides.
+    if m.env.startswith("ale:"):
+        torso = "nature_cnn"
+    elif m.env.startswith("envpool:"):
+        from envs.adapters.make import make_host_env
+
+        env = make_host_env(m.env, 1)
+        torso = "nature_cnn" if len(env.observation_spec().shape) == 3 else "mlp"
+        env.close()
+    else:
+        torso = "mlp"
     return PPOConfig(num_minibatches=m.num_minibatches, num_epochs=m.num_epochs, torso=torso,
                      hidden_sizes=tuple(m.hidden_sizes))
 
