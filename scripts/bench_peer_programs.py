@@ -95,6 +95,7 @@ ROWS = {
          "network: purejaxql LayerNorm after the conv and the dense, He-normal init, a BatchNorm it ignores; podrl "
          "LayerNorm after each hidden layer, orthogonal init",
          "epsilon decay: both over 10% of the updates of the run's budget",
+         "input: purejaxql divides the 0/1 MinAtar frame by 255, podrl feeds it as 0/1 floats",
          "final return: peer = mean LogWrapper return of its last 10% of updates; podrl = 32 greedy episodes")),
 }
 

@@ -9,7 +9,8 @@ Prints one `BENCH_RESULT {json}` line:
 
   compile_seconds    jit(train).lower(key).compile()
   steps_per_second   TOTAL_TIMESTEPS / the compiled call's seconds (run only)
-  final_return       mean return of the training episodes of the last 10% of updates
+  final_return       mean over the last 10% of updates of its LogWrapper `returned_episode_returns`
+                     metric (per update: each env's last finished episode, averaged over steps and envs)
 
     python scripts/peers/purejaxql_pqn.py '{"env": "Breakout-MinAtar", "total_timesteps": 131072}'
 """
