@@ -235,7 +235,7 @@ def markdown(table: list[dict[str, Any]], env_check: dict[str, Any]) -> str:
             f"runs; time to result includes imports, compile and the final evaluation.{load_note(loads)}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = new_parser(__doc__)
     parser.add_argument("--repeats", type=int, default=2, help="runs per side and row (median reported)")
     parser.add_argument("--rows", choices=sorted(ROWS), default="cpu", help="which configs")
@@ -243,7 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer-python", default=str(PEER_VENV / "bin" / "python"), help="the peer's interpreter")
     parser.add_argument("--setup-peer", action="store_true", help="create the peer venv and exit")
     add_child_run_flags(parser, timeout=1200.0, quick_help="tiny budgets (smoke test; numbers meaningless)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.child:
         return run_child(args.child)
     if args.setup_peer:

@@ -42,6 +42,8 @@ Usage:
   python scripts/bench_sebulba.py --envs ale:Pong --threads 1 --num-envs 16
   python scripts/bench_sebulba.py --envs ale:Pong --threads 1 --num-envs 8 --num-epochs 1 --num-minibatches 1 \
       --updates 4 --out atari.json                                 # Atari on a small CPU: a tiny run
+  python scripts/bench_sebulba.py --envs envpool:CartPole-v1 --threads 1 --num-envs 256 --hidden-sizes 8
+                                                                   # inference nearly free: pipeline vs ceiling
   python scripts/bench_sebulba.py --quick --envs CartPole-v1 --out /tmp/smoke.json   # smoke test
 """
 
@@ -110,7 +112,7 @@ def sebulba_measurement(p: Point, args: argparse.Namespace, ceiling_sps: float |
         wanted = (ceiling_sps or 0.0) * SIZING_RATIO * args.seconds
         updates = max(MIN_UPDATES, math.ceil(wanted / spu))
     return Measurement("sebulba", p.env, p.threads, p.envs_per_thread, length, p.lag, updates * spu,
-                       args.num_minibatches, args.num_epochs)
+                       args.num_minibatches, args.num_epochs, hidden_sizes=tuple(args.hidden_sizes))
 
 
 def ceiling_measurement(p: Point, args: argparse.Namespace) -> Measurement:
@@ -165,6 +167,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rollout-length", type=int, help="steps per env per rollout (default: 32)")
     parser.add_argument("--num-epochs", type=int, default=4, help="PPO epochs per update")
     parser.add_argument("--num-minibatches", type=int, default=4, help="PPO minibatches per epoch")
+    parser.add_argument("--hidden-sizes", type=int, nargs="+", default=[64, 64],
+                        help="hidden layers of the MLP torso (e.g. 8: a network whose inference is nearly free)")
     parser.add_argument("--seconds", type=float, default=10.0,
                         help=f"size Sebulba runs for this long at {SIZING_RATIO * 100:.0f}%% of the ceiling")
     parser.add_argument("--ceiling-seconds", type=float, default=5.0, help="env-only runs step this long")
@@ -175,7 +179,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.child:
         return args
-    positive = [args.repeats, args.num_epochs, args.num_minibatches, *(args.threads or []), *(args.num_envs or []),
+    positive = [args.repeats, args.num_epochs, args.num_minibatches, *args.hidden_sizes, *(args.threads or []), *(args.num_envs or []),
                 *([args.updates] if args.updates is not None else [])]
     if any(v < 1 for v in positive) or args.seconds <= 0 or args.ceiling_seconds <= 0:
         parser.error("--repeats, --threads, --num-envs, --num-epochs, --num-minibatches, --updates and the seconds "

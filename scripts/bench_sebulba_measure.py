@@ -10,13 +10,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import threading
 import time
 from typing import Any
 
 from bench_common import CpuSampler, configure_cpu_devices, emit_result
 
-DEVICES = 2  # actor device 0, learner device 1
+DEVICES = 2  # on CPU: actor device 0, learner device 1 (on one accelerator both are device 0)
 
 STAGES = ("time/env_step_s", "time/inference_s", "time/actor_queue_put_wait_s",
           "time/learner_step_s", "time/learner_queue_wait_s")
@@ -39,6 +40,7 @@ class Measurement:
     num_epochs: int = 4
     min_seconds: float = 5.0  # ceiling: step at least this long
     seed: int = 0
+    hidden_sizes: tuple[int, ...] = (64, 64)  # sebulba: the MLP torso's hidden layers (CNN torsos ignore it)
 
     @property
     def steps_per_update(self) -> int:
@@ -74,9 +76,20 @@ def agent_config_for(m: Measurement):
     """The PPO config a Sebulba measurement trains (Atari frames get the Nature CNN torso)."""
     from agents.ppo import PPOConfig
 
-    # Atari frames need a CNN torso (an mlp on [4, 84, 84] is a ConfigError since issue 11's torsos).
-    torso = "nature_cnn" if m.env.startswith(("ale:", "envpool:")) else "mlp"
-    return PPOConfig(num_minibatches=m.num_minibatches, num_epochs=m.num_epochs, torso=torso)
+    # Atari frames need a CNN torso (an mlp on [4, 84, 84] is a ConfigError since issue 11's torsos);
+    # an envpool id may be Atari (Pong-v5) or not (CartPole-v1), so the observation's rank decides.
+    if m.env.startswith("ale:"):
+        torso = "nature_cnn"
+    elif m.env.startswith("envpool:"):
+        from envs.adapters.make import make_host_env
+
+        env = make_host_env(m.env, 1)
+        torso = "nature_cnn" if len(env.observation_spec().shape) == 3 else "mlp"
+        env.close()
+    else:
+        torso = "mlp"
+    return PPOConfig(num_minibatches=m.num_minibatches, num_epochs=m.num_epochs, torso=torso,
+                     hidden_sizes=tuple(m.hidden_sizes))
 
 
 def trajectory_bytes(env_name: str, agent_config, rollout_length: int) -> dict[str, float]:
@@ -110,10 +123,13 @@ def measure_sebulba(m: Measurement) -> dict[str, Any]:
     from podrl.config import LoggingConfig
     from podrl.sebulba import SebulbaConfig, train_sebulba
 
+    import jax
+
     num_updates = max(1, m.total_steps // m.steps_per_update)
+    learner = (1,) if jax.local_device_count() > 1 else (0,)  # one accelerator acts and learns
     config = SebulbaConfig(
         env=m.env, seed=m.seed, total_steps=num_updates * m.steps_per_update, actor_devices=(0,),
-        learner_devices=(1,), threads_per_actor_device=m.threads, envs_per_thread=m.envs_per_thread,
+        learner_devices=learner, threads_per_actor_device=m.threads, envs_per_thread=m.envs_per_thread,
         rollout_length=m.rollout_length, lag=m.lag, eval_episodes=0, log_every=max(1, num_updates // 10),
         timeout_s=600.0,  # a Nature CNN update on a loaded 2-core CPU can take over a minute
         logging=LoggingConfig(run_dir=None, console=False),
@@ -192,9 +208,11 @@ def measure_ceiling(m: Measurement) -> dict[str, Any]:
 
 def run_child(spec_json: str) -> int:
     """Child entry point: one measurement, printed as one RESULT_PREFIX line."""
-    m = Measurement(**json.loads(spec_json))
+    spec = json.loads(spec_json)
+    m = Measurement(**{**spec, "hidden_sizes": tuple(spec.get("hidden_sizes", (64, 64)))})
     if m.kind == "sebulba":
-        configure_cpu_devices(DEVICES)
+        if os.environ.get("JAX_PLATFORMS", "cpu") == "cpu":
+            configure_cpu_devices(DEVICES)
         result = measure_sebulba(m)
     else:
         result = measure_ceiling(m)

@@ -30,6 +30,7 @@ def make_row(p, args: argparse.Namespace, ceiling_runs: list, sebulba_runs: list
         "lag": p.lag, "steps_per_update": p.threads * p.envs_per_thread * length,
         "config": {"agent": "PPO", "num_epochs": args.num_epochs, "num_minibatches": args.num_minibatches,
                    "actor_devices": [0], "learner_devices": [1], "cpu_devices": DEVICES,
+                   "hidden_sizes": list(getattr(args, "hidden_sizes", [64, 64])),
                    "vectorization": "sync", "eval_episodes": 0, "logging": None},
         "steps_per_second": sps,
         "steady_steps_per_second": median_of(ok, "steady_steps_per_second"),

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SKIP_PREFIXES = ("python3 -m venv", "pip ", "gcloud ", "srun ", "tensorboard ", "#")
 TRAIN_SCRIPTS = ("scripts/train_anakin.py", "scripts/train_sebulba.py", "scripts/reproduce.py")
 BENCH_SCRIPTS = ("scripts/bench_anakin.py", "scripts/bench_sebulba.py", "scripts/bench_scaling.py",
-                 "scripts/bench_peers.py", "scripts/bench_minatar.py")
+                 "scripts/bench_peers.py", "scripts/bench_minatar.py", "scripts/bench_peer_programs.py")
 
 
 class Command(NamedTuple):

@@ -1,0 +1,93 @@
+"""The peer side of the Sebulba row of `scripts/bench_peer_programs.py`: Stoix's Sebulba PPO.
+
+Runs inside the Stoix venv (jax 0.5.3; see scripts/peers/registry.py), from a Stoix source
+tree (`--src`, default ~/.cache/podrl/peer-src/stoix), never imports podrl. It composes
+Stoix's own hydra config `default/sebulba/default_ff_ppo` with the overrides below, and runs
+its `stoix.systems.ppo.sebulba.ff_ppo.run_experiment` unchanged on 2 CPU JAX devices (actor
+device 0, learner device 1). The only thing added is a clock: Stoix's learner step is wrapped
+so that each update's end is stamped after `jax.block_until_ready` of its output (podrl's
+learner fetches its metrics every update, the same sync). Prints one `BENCH_RESULT {json}`:
+
+  steps_per_second   env steps of updates 2..N / seconds from the end of update 1 to the end of N
+  first_update_s     process-relative seconds at the end of update 1 (both programs' compiles)
+  final_return       Stoix's final evaluation (its `run_experiment` return value)
+
+    python scripts/peers/stoix_sebulba_ppo.py '{"num_envs": 16, "rollout_length": 32, "updates": 40}'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+START = time.perf_counter()
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+def overrides(spec: dict) -> list[str]:
+    """Hydra overrides: envpool CartPole-v1, MLP actor and critic, the shared PPO settings."""
+    hidden = "[" + ",".join(str(h) for h in spec.get("hidden", [64, 64])) + "]"
+    lr = spec.get("learning_rate", 2.5e-4)
+    steps = spec["num_envs"] * spec["rollout_length"] * spec["updates"]
+    return [
+        "env=envpool/cartpole", "network=mlp",
+        f"arch.total_num_envs={spec['num_envs']}", "arch.actor.actor_per_device=1", "arch.actor.device_ids=[0]",
+        "arch.learner.device_ids=[1]", "arch.evaluator_device_id=0", f"arch.total_timesteps={steps}",
+        "arch.num_evaluation=1", f"arch.num_eval_episodes={spec.get('eval_episodes', 32)}",
+        "arch.synchronous=False", f"arch.seed={spec.get('seed', 0)}",
+        f"system.rollout_length={spec['rollout_length']}", f"system.epochs={spec.get('epochs', 4)}",
+        f"system.num_minibatches={spec.get('minibatches', 4)}", f"system.actor_lr={lr}", f"system.critic_lr={lr}",
+        "system.decay_learning_rates=False", "system.gamma=0.99", "system.gae_lambda=0.95", "system.clip_eps=0.2",
+        "system.ent_coef=0.01", "system.vf_coef=0.5", "system.max_grad_norm=0.5",
+        f"network.actor_network.pre_torso.layer_sizes={hidden}",
+        f"network.critic_network.pre_torso.layer_sizes={hidden}",
+        f"network.actor_network.pre_torso.activation={spec.get('activation', 'tanh')}",
+        f"network.critic_network.pre_torso.activation={spec.get('activation', 'tanh')}",
+        "logger.loggers.console.enabled=False", "logger.checkpointing.save_model=False",
+    ]
+
+
+def main(spec_json: str) -> int:
+    spec = json.loads(spec_json)
+    src = os.path.expanduser(spec.get("src", "~/.cache/podrl/peer-src/stoix"))
+    os.chdir(src)  # Stoix's configs name their search path relative to its source root
+    sys.path.insert(0, src)
+    import hydra
+    import jax
+    from omegaconf import OmegaConf
+
+    from stoix.systems.ppo.sebulba import ff_ppo
+
+    stamps: list[float] = []
+    setup = ff_ppo.learner_setup
+
+    def timed_setup(*args, **kwargs):
+        learn_step, apply_fns, learner_state = setup(*args, **kwargs)
+
+        def timed_step(*step_args):
+            out = jax.block_until_ready(learn_step(*step_args))
+            stamps.append(time.perf_counter())
+            return out
+
+        return timed_step, apply_fns, learner_state
+
+    ff_ppo.learner_setup = timed_setup
+    config_dir = os.path.join(src, "stoix", "configs", "default", "sebulba")
+    with hydra.initialize_config_dir(config_dir=config_dir, version_base="1.2"):
+        config = hydra.compose("default_ff_ppo", overrides=overrides(spec))
+    OmegaConf.set_struct(config, False)
+    final = float(ff_ppo.run_experiment(config))
+    steps_per_update = spec["num_envs"] * spec["rollout_length"]
+    seconds = stamps[-1] - stamps[0]
+    print("BENCH_RESULT " + json.dumps({
+        "steps_per_second": steps_per_update * (len(stamps) - 1) / seconds, "updates": len(stamps),
+        "first_update_s": stamps[0] - START, "final_return": final, "jax_version": jax.__version__,
+        "devices": len(jax.devices())}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
