@@ -72,3 +72,38 @@ def test_parity_with_anakin_same_seed_params_and_buffers(cpu_devices, search):
     assert max(diffs) < 1e-5, diffs
     moved = max_diffs(jax.tree.leaves(anakin.params), jax.tree.leaves(anakin.opt_state.target))
     assert max(moved) > 1e-4  # it learned (the target lags behind the online network)
+
+
+# -------------------------------------------------------------------- learning
+
+CUE = dict(learning_rate=3e-3, replay_ratio=0.5)
+"""MatchCue learners: the defaults (8 simulations, K = 5, n = 5) with a larger step size and 64 gradient steps of
+64 windows per 128-step update (the reward model's cue x action table leaves its plateau after ~1-2k steps)."""
+CUE_STEPS = 8 * 16 * 48
+
+
+@pytest.mark.learning
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_gumbel_muzero_learns_match_cue_through_anakin(cpu_devices):
+    """MatchCue-v0 (name the one-hot cue; optimum 16, uniform random 4), 8 envs x 16 steps, one device,
+    6,144 steps. The untrained greedy search returns 4.0 (seed 0, 32 episodes: zero-initialised heads make
+    every action look alike, so it always names the same cue)."""
+    config = AnakinConfig(env="MatchCue-v0", num_envs=8, rollout_length=16, total_steps=CUE_STEPS, num_devices=1,
+                          updates_per_call=16, eval_every=0, eval_episodes=32, logging=QUIET)
+    result = train_anakin(config, MuZeroConfig(search="gumbel", **CUE))
+    assert result.final_eval_return[0] >= 12.0, result.final_eval_return
+
+
+@pytest.mark.learning
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_muzero_learns_match_cue_under_sebulba(cpu_devices):
+    """MatchCue-v0 through the JAX host adapter, the classic MuZero search (PUCT, Dirichlet noise), 1 actor
+    device, 1 learner device, lag 1, 6,144 steps; untrained greedy return 4.0 as above."""
+    config = SebulbaConfig(env="jax:MatchCue-v0", total_steps=CUE_STEPS, envs_per_thread=8, rollout_length=16,
+                           lag="1", actor_devices=(0,), learner_devices=(1,), log_every=16, eval_episodes=32,
+                           logging=QUIET)
+    result = train_sebulba(config, MuZeroConfig(search="muzero", **CUE))
+    assert result.final_eval_return >= 12.0, result.history[-1]
+    assert not sebulba_threads()
