@@ -57,11 +57,11 @@ SMALL = dict(min_fill=128, buffer_size=1024, batch_size=16, replay_ratio=1 / 64,
 
 
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("search", ["gumbel", "muzero"])
-def test_parity_with_anakin_same_seed_params_and_buffers(cpu_devices, search):
+def test_parity_with_anakin_same_seed_params_and_buffers(cpu_devices):
     """lag=0, one actor thread, MatchCue through the host adapter, one learner device: the same
-    params and the same sequence buffer (observations, actions, rewards, search policies) as Anakin."""
-    anakin, sebulba = anakin_sebulba_states(MuZeroConfig(search=search, **SMALL), U=3, env="MatchCue-v0")
+    params and the same sequence buffer (observations, actions, rewards, search policies) as Anakin.
+    Gumbel search only (the classic search passed it too, 155 s more on the loaded 2-core machine)."""
+    anakin, sebulba = anakin_sebulba_states(MuZeroConfig(search="gumbel", **SMALL), U=3, env="MatchCue-v0")
     a, s = anakin.shard_state, sebulba.shard_state
     assert int(s.size[0]) == int(a.size[0]) == 3 * 16 * 8
     for name in ("observation", "action", "discount", "truncated", "next_observation"):
@@ -79,7 +79,7 @@ def test_parity_with_anakin_same_seed_params_and_buffers(cpu_devices, search):
 CUE = dict(learning_rate=3e-3, replay_ratio=0.5)
 """MatchCue learners: the defaults (8 simulations, K = 5, n = 5) with a larger step size and 64 gradient steps of
 64 windows per 128-step update (the reward model's cue x action table leaves its plateau after ~1-2k steps)."""
-CUE_STEPS = 8 * 16 * 48
+CUE_STEPS = 8 * 16 * 64
 
 
 @pytest.mark.learning
@@ -87,7 +87,7 @@ CUE_STEPS = 8 * 16 * 48
 @pytest.mark.timeout(400)
 def test_gumbel_muzero_learns_match_cue_through_anakin(cpu_devices):
     """MatchCue-v0 (name the one-hot cue; optimum 16, uniform random 4), 8 envs x 16 steps, one device,
-    6,144 steps. The untrained greedy search returns 4.0 (seed 0, 32 episodes: zero-initialised heads make
+    8,192 steps. The untrained greedy search returns 4.0 (seed 0, 32 episodes: zero-initialised heads make
     every action look alike, so it always names the same cue)."""
     config = AnakinConfig(env="MatchCue-v0", num_envs=8, rollout_length=16, total_steps=CUE_STEPS, num_devices=1,
                           updates_per_call=16, eval_every=0, eval_episodes=32, logging=QUIET)
@@ -100,7 +100,7 @@ def test_gumbel_muzero_learns_match_cue_through_anakin(cpu_devices):
 @pytest.mark.timeout(400)
 def test_muzero_learns_match_cue_under_sebulba(cpu_devices):
     """MatchCue-v0 through the JAX host adapter, the classic MuZero search (PUCT, Dirichlet noise), 1 actor
-    device, 1 learner device, lag 1, 6,144 steps; untrained greedy return 4.0 as above."""
+    device, 1 learner device, lag 1, 8,192 steps; untrained greedy return 4.0 as above."""
     config = SebulbaConfig(env="jax:MatchCue-v0", total_steps=CUE_STEPS, envs_per_thread=8, rollout_length=16,
                            lag="1", actor_devices=(0,), learner_devices=(1,), log_every=16, eval_episodes=32,
                            logging=QUIET)

@@ -8,17 +8,10 @@
 "policy" extra; `update` adds the rollout to this shard's buffer and learns from windows of it.
 """
 
+from agents.muzero.agent import MuZeroLearnerState, make_agent
 from agents.muzero.config import MuZeroConfig
 from agents.muzero.targets import (inverse_value_transform, scalar_to_two_hot, two_hot_to_scalar, value_transform,
                                    window_targets)
 
-
-def make_agent(config, env_spec, total_updates):
-    """`agents.muzero.agent.make_agent` (imported on use: the config stays cheap to import)."""
-    from agents.muzero.agent import make_agent as build
-
-    return build(config, env_spec, total_updates)
-
-
-__all__ = ["MuZeroConfig", "make_agent", "value_transform", "inverse_value_transform", "scalar_to_two_hot",
-           "two_hot_to_scalar", "window_targets"]
+__all__ = ["MuZeroConfig", "MuZeroLearnerState", "make_agent", "value_transform", "inverse_value_transform",
+           "scalar_to_two_hot", "two_hot_to_scalar", "window_targets"]
