@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 from agents.dqn.config import DQNConfig
 from agents.impala.config import ImpalaConfig
+from agents.muzero.config import MuZeroConfig
 from agents.pqn.config import PQNConfig
 from agents.ppo.config import PPOConfig
 from agents.sac.config import SACConfig
@@ -45,6 +46,7 @@ AGENTS: dict[str, AgentEntry] = {
     "dqn": AgentEntry(DQNConfig, "DQN: replay buffer per learner shard, target network, Double DQN, n-step."),
     "sac": AgentEntry(SACConfig, "SAC (continuous actions): tanh-Gaussian actor, twin soft Q critics, learned temperature."),
     "td3": AgentEntry(TD3Config, "TD3 (continuous actions): twin critics, target policy smoothing, delayed actor updates."),
+    "muzero": AgentEntry(MuZeroConfig, "MuZero / Gumbel MuZero: search (mctx) over a learned model, sequence replay per learner shard."),
 }
 """CLI name -> agent; the first entry is the default."""
 

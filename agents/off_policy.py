@@ -10,6 +10,10 @@ so the fill, and with it the learning predicate, is a function of `update_step` 
 same on every shard, which lets the gradient steps (and their `pmean`s) run inside a
 `lax.cond`. Before learning starts the metrics are zeros of the learned ones' shapes. Nothing
 here knows devices, threads or layouts.
+
+Also shared by DQN and MuZero: `per_update_optimizer` (the step size annealed per update, set
+into the optimizer state before an update's gradient steps) and `target_update` (periodic
+Polyak / hard copy of a target network).
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from agents import replay
+from agents.actor_critic import base_optimizer, clipped_flat_optimizer, lr_schedule
 from podrl.parallel import mean_across_learners, vary_like
 from podrl.types import Metrics
 
@@ -59,3 +65,25 @@ def replay_and_learn(buffer: replay.ReplayBuffer, items: Any, update_step: Array
     metrics = {**metrics, "learning": learning.astype(jnp.float32),
                "replay_fill": mean_across_learners(buffer.size.astype(jnp.float32))}
     return buffer, carry, metrics, learning
+
+
+def per_update_optimizer(config: Any, total_updates: int,
+                         num_params: int | None = None) -> tuple[optax.GradientTransformation, Any]:
+    """`(optimizer, schedule)`: global-norm clip then the config's optimizer, whose step size the
+    update sets to `schedule(update_step)` (an injected hyperparameter, `set_learning_rate`) before
+    its gradient steps: their number per update depends on the rollout shape, so the anneal is per update."""
+    schedule = lr_schedule(config.learning_rate, config.anneal_lr, total_updates)
+    base = base_optimizer(config, config.learning_rate, inject=True)
+    return clipped_flat_optimizer(config.max_grad_norm, base, num_params), schedule
+
+
+def set_learning_rate(opt_state: Any, learning_rate: Array) -> Any:
+    """`opt_state` of a `per_update_optimizer` with its step size set to `learning_rate`."""
+    return optax.tree_utils.tree_set(opt_state, learning_rate=learning_rate)
+
+
+def target_update(target: Any, online: Any, sgd_steps: Array, period: int, tau: float) -> Any:
+    """Every `period` gradient steps (`sgd_steps` taken so far): target <- tau * online + (1 - tau) * target."""
+    due = sgd_steps % period == 0
+    moved = optax.incremental_update(online, target, tau)
+    return jax.tree.map(lambda new, old: jnp.where(due, new, old), moved, target)

@@ -8,11 +8,17 @@ shards or devices).
     buffer = init(capacity, example)                 # example: one item, no leading axis
     buffer = add(buffer, items)                      # items: [N, ...], N <= capacity
     batch = sample(buffer, key, batch_size)          # [batch_size, ...], uniform over filled slots
+    windows = sample_windows(buffer, key, batch_size, length, stride)   # [batch_size, length, ...]
 
 Items are stored as given: uint8 pixels stay uint8. `transitions(trajectory,
 n, gamma)` turns a time-major `[T, B]` rollout into `T * B` n-step `Transition`s
 (Sutton & Barto 2018, sec. 7.1; Hessel et al. 2018, "Rainbow"), so the learner
 needs only `(o_t, a_t, R_t, discount_t, o_{t+m})` per sample.
+
+Sequences: a buffer that is fed whole `[T, B]` rollouts flattened time-major (`T * B` items per
+add, `capacity` a multiple of `B`) keeps env column b in the slots `= b (mod B)`, so one env's
+consecutive steps sit `B` slots apart; `sample_windows(..., stride=B)` draws windows of
+consecutive steps of one env that never cross the write position (MuZero's K + n step windows).
 """
 
 from __future__ import annotations
@@ -111,6 +117,24 @@ def sample(buffer: ReplayBuffer, key: Array, batch_size: int) -> Any:
 
     From an empty buffer it returns slot 0's zeros; callers gate learning on `size`."""
     index = jax.random.randint(key, (batch_size,), 0, jnp.maximum(buffer.size, 1))
+    return jax.tree.map(lambda store: store[index], buffer.data)
+
+
+def sample_windows(buffer: ReplayBuffer, key: Array, batch_size: int, length: int, stride: int) -> Any:
+    """`batch_size` windows `[batch_size, length, ...]` of the items at slots s, s + stride, ...,
+    s + (length - 1) stride (mod capacity), s drawn uniformly (with replacement) among the starts
+    whose whole window lies in the filled slots in the order they were written (oldest first), so
+    no window joins the newest items to the oldest.
+
+    With items added as flattened `[T, B]` rollouts and `stride = B` a window is `length`
+    consecutive steps of one env (see the module docstring). While fewer than
+    `(length - 1) * stride + 1` items are stored it returns windows from slot 0 on; callers gate
+    learning on `size`."""
+    capacity = buffer.capacity
+    oldest = (buffer.position - buffer.size) % capacity
+    starts = jnp.maximum(buffer.size - (length - 1) * stride, 1)
+    offset = jax.random.randint(key, (batch_size,), 0, starts)
+    index = (oldest + offset[:, None] + stride * jnp.arange(length)[None, :]) % capacity
     return jax.tree.map(lambda store: store[index], buffer.data)
 
 

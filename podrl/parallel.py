@@ -13,6 +13,7 @@ from typing import Any, Callable
 import jax
 from jax import lax
 from jax.flatten_util import ravel_pytree
+from jax.sharding import PartitionSpec as P
 
 from envs.varying import vary_over, varying_axes
 
@@ -78,3 +79,21 @@ def learner_value_and_grad(grad_fn: Callable[..., Any], params: Any, *args: Any)
     with gradients averaged over all learners: the gradient of the global mean loss."""
     value, grads = grad_fn(vary_across_learners(params), *args)
     return value, mean_across_learners(grads)
+
+
+def without_varying_check(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)`, inside a layout's `shard_map` traced with the varying-value check off.
+
+    For library code whose loops start from constants and then mix in sharded data, which the
+    check refuses (mctx's search: its simulation `while_loop` starts from constant node
+    indices, then reads the tree built from the sharded observations). A nested `shard_map`
+    over no new mesh axes, with `check_vma=False`, runs `fn` on this shard's values as they are
+    (in and out specs `P()`: nothing is split or gathered); its results vary over every manual
+    axis. Outside `shard_map` (Sebulba's actors) it is just `fn(*args)`. Never for code that
+    takes gradients or reduces across learners: those need the check (see `vary_across_learners`).
+    """
+    axes = frozenset().union(*(varying_axes(x) for x in jax.tree.leaves(args)))
+    if not axes:
+        return fn(*args)
+    unchecked = jax.shard_map(fn, in_specs=P(), out_specs=P(), axis_names=frozenset(), check_vma=False)
+    return unchecked(*args)

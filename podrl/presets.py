@@ -96,6 +96,23 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         _MINATAR_ANCHORS,
     ),
     Preset(
+        "minatar-muzero", "anakin", "muzero",
+        "MuZero (mctx search, 25 simulations) with the MinAtar CNN on a gymnax MinAtar game, 64 envs x 8 steps.",
+        "Stoix ff_mz.yaml (MuZero with mctx search: lr 3e-4 constant, 8 steps per rollout, 8 gradient steps "
+        "of 128 sequences per rollout, buffer 10k, 64 warm-up steps, gamma 0.99, 5-step returns, 5 unroll "
+        "steps, value weight 0.25, grad norm 0.5, 25 simulations of muzero search, 601-atom value and reward "
+        "supports on [-300, 300]) with the Young & Tian (2019) MinAtar network; anchors are gymnax's PPO "
+        "figures (no published MinAtar MuZero return at this budget)",
+        {"env": "gymnax:Breakout-MinAtar", "num_envs": 64, "rollout_length": 8, "total_steps": 1_000_000,
+         "updates_per_call": 64, "eval_every": 512, "eval_max_steps": 2_500},
+        {"search": "muzero", "num_simulations": 25, "learning_rate": 3e-4, "anneal_lr": False,
+         "max_grad_norm": 0.5, "gamma": 0.99, "unroll_steps": 5, "td_steps": 5, "support_size": 300,
+         "value_loss_weight": 0.25, "buffer_size": 10_240, "min_fill": 4_096, "batch_size": 128,
+         "replay_ratio": 1 / 64, "torso": "minatar_cnn", "latent_size": 128, "dynamics_sizes": (128,),
+         "prediction_sizes": (128,)},
+        _MINATAR_ANCHORS,
+    ),
+    Preset(
         "atari-ppo", "sebulba", "ppo",
         "PPO with the Nature CNN on an Atari game (default Pong), DQN-era protocol, 8 envs x 128 steps, 10M steps.",
         "CleanRL ppo_atari_envpool.py (Huang et al. 2022, 'The 37 implementation details of PPO'): "

@@ -41,6 +41,8 @@ class Measurement:
     min_seconds: float = 5.0  # ceiling: step at least this long
     seed: int = 0
     hidden_sizes: tuple[int, ...] = (64, 64)  # sebulba: the MLP torso's hidden layers (CNN torsos ignore it)
+    agent: str = "ppo"  # sebulba: a key of agents.AGENTS
+    agent_fields: dict = dataclasses.field(default_factory=dict)  # sebulba, agents other than ppo: config fields
 
     @property
     def steps_per_update(self) -> int:
@@ -73,7 +75,12 @@ def summarize_history(history: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def agent_config_for(m: Measurement):
-    """The PPO config a Sebulba measurement trains (Atari frames get the Nature CNN torso)."""
+    """The config a Sebulba measurement trains: PPO (Atari frames get the Nature CNN torso), or
+    `m.agent` at its defaults but for `m.agent_fields`."""
+    if m.agent != "ppo":
+        from agents import AGENTS
+
+        return AGENTS[m.agent].config(**{k: tuple(v) if isinstance(v, list) else v for k, v in m.agent_fields.items()})
     from agents.ppo import PPOConfig
 
     # Atari frames need a CNN torso (an mlp on [4, 84, 84] is a ConfigError since issue 11's torsos);
@@ -119,7 +126,7 @@ def trajectory_bytes(env_name: str, agent_config, rollout_length: int) -> dict[s
 
 
 def measure_sebulba(m: Measurement) -> dict[str, Any]:
-    """Trains PPO with `train_sebulba`; returns steps/s, compile seconds and stage timings."""
+    """Trains `agent_config_for(m)` with `train_sebulba`; returns steps/s, compile seconds and stage timings."""
     from podrl.config import LoggingConfig
     from podrl.sebulba import SebulbaConfig, train_sebulba
 

@@ -124,6 +124,24 @@ def test_sebulba_two_processes_share_one_learner(tmp_path):
     assert "| eval " in result.stdout
 
 
+@pytest.mark.timeout(400)
+def test_sebulba_muzero_two_processes_share_one_learner(tmp_path):
+    """agent:muzero at its defaults (Gumbel search in each host's actor threads, one sequence replay per
+    learner shard): both processes end with the same params, and each learner shard's buffer holds the
+    steps of its own host's actors."""
+    result = launch(2, 2, WORKER + ["--layout", "sebulba", "--agent", "muzero", "--out", str(tmp_path),
+                                    "--updates", "3"], timeout=380)
+    assert result.returncode == 0, result.stdout[-4000:]
+    (p0, local0, global0, eval0), (p1, local1, global1, eval1) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
+    buffer0, buffer1 = p0[-9:], p1[-9:]  # the ReplayBuffer's leaves: its 7 Step fields, position, size
+    for a, b in zip(p0[:-9], p1[:-9], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert local0 == local1 == 8 * 64 * 3 and global0 == global1 == 2 * 8 * 64 * 3
+    assert int(buffer0[-1].reshape(-1)[0]) == int(buffer1[-1].reshape(-1)[0]) == 8 * 64 * 3  # size: its host's steps
+    assert not np.array_equal(buffer0[0], buffer1[0])  # observations: each host's own actors
+    assert np.isfinite(eval0) and np.isnan(eval1)
+
+
 def readme_launch_commands() -> dict[str, list[str]]:
     """The `launch_local.py` commands of README.md and docs/*.md (continuation lines joined), by training script."""
     text = "\n".join(page.read_text() for page in doc_paths()).replace("\\\n", " ")

@@ -26,10 +26,10 @@ import jax.numpy as jnp
 import optax
 
 from agents import replay
-from agents.actor_critic import base_optimizer, clipped_flat_optimizer, lr_schedule, sgd_step
+from agents.actor_critic import sgd_step
 from agents.dqn.config import DQNConfig
 from agents.dqn.losses import DQNBatch, batched_q_learning_target, make_loss_fn
-from agents.off_policy import replay_and_learn
+from agents.off_policy import per_update_optimizer, replay_and_learn, set_learning_rate, target_update
 from agents.q_learning import QParts, init_train_state, next_params, q_agent, q_values
 from agents.returns import learner_rewards
 from envs.types import EnvSpec
@@ -54,12 +54,10 @@ class DQNLearnerState(NamedTuple):
 
 def make_optimizer(config: DQNConfig, total_updates: int,
                    num_params: int | None = None) -> tuple[optax.GradientTransformation, Any]:
-    """`(optimizer, schedule)`: global-norm clip then Adam, whose step size `update` sets to
-    `schedule(update_step)` (an injected hyperparameter) before its gradient steps: the number
-    of gradient steps per update depends on the rollout shape, so DQN anneals per update."""
-    schedule = lr_schedule(config.learning_rate, config.anneal_lr, total_updates)
-    adam = base_optimizer(config, config.learning_rate, inject=True)
-    return clipped_flat_optimizer(config.max_grad_norm, adam, num_params), schedule
+    """`(optimizer, schedule)`: global-norm clip then Adam, annealed per update
+    (`agents.off_policy.per_update_optimizer`: the number of gradient steps per update depends
+    on the rollout shape)."""
+    return per_update_optimizer(config, total_updates, num_params)
 
 
 def make_agent(config: DQNConfig, env_spec: EnvSpec, total_updates: int) -> Agent:
@@ -84,13 +82,6 @@ def _targets(parts: QParts, network_params, target_params, sample: replay.Transi
     return batched_q_learning_target(sample.reward, sample.discount, q_value, q_selector)
 
 
-def _update_target(config: DQNConfig, target, online, sgd_steps: Array):
-    """Every `target_update_period` gradient steps: target <- tau * online + (1 - tau) * target."""
-    due = sgd_steps % config.target_update_period == 0
-    moved = optax.incremental_update(online, target, config.target_tau)
-    return jax.tree.map(lambda new, old: jnp.where(due, new, old), moved, target)
-
-
 def _sgd_step(parts: QParts, buffer: replay.ReplayBuffer, carry, key: Array):
     """One Adam step on `batch_size` transitions sampled from `buffer`; a `lax.scan` body over
     `(network params, DQNLearnerState)`."""
@@ -101,7 +92,8 @@ def _sgd_step(parts: QParts, buffer: replay.ReplayBuffer, carry, key: Array):
     batch = DQNBatch(sample.observation, sample.action.astype(jnp.int32), target)
     (network_params, optimizer), metrics = sgd_step(parts, step_key, (network_params, learner.optimizer), batch)
     sgd_steps = learner.sgd_steps + 1
-    target_params = _update_target(parts.config, learner.target, network_params, sgd_steps)
+    target_params = target_update(learner.target, network_params, sgd_steps, parts.config.target_update_period,
+                                  parts.config.target_tau)
     return (network_params, DQNLearnerState(optimizer, target_params, sgd_steps)), metrics
 
 
@@ -115,7 +107,7 @@ def _update(parts: QParts, train_state: TrainState, traj: Trajectory, key: Array
     cfg.check_batch(t, b)
     reward = learner_rewards(traj.reward, cfg.reward_clip, cfg.reward_scale)
     learning_rate = parts.learning_rate(train_state.update_step)
-    optimizer = optax.tree_utils.tree_set(train_state.opt_state.optimizer, learning_rate=learning_rate)
+    optimizer = set_learning_rate(train_state.opt_state.optimizer, learning_rate)
     carry = (train_state.params["network"], train_state.opt_state._replace(optimizer=optimizer))
     buffer, (network_params, learner), metrics, _ = replay_and_learn(
         train_state.shard_state, replay.transitions(traj, cfg.n_step, cfg.gamma, reward), train_state.update_step,

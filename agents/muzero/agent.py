@@ -1,0 +1,184 @@
+"""The MuZero `Agent`: act by searching the learned model (mctx), learn from replayed windows.
+
+Train state (`podrl.types.TrainState`):
+  params       the `MuZeroNetwork`'s flax params: all that actors need (search runs the model).
+  opt_state    `MuZeroLearnerState`: Adam state, the target network's params, gradient steps taken.
+  update_step  int32 [], updates applied.
+  shard_state  `agents.replay.ReplayBuffer` of `Step`s, `buffer_size` env steps; each learner
+               shard fills and samples its own.
+
+`update` runs on one learner shard inside the layout's `shard_map`: it adds this shard's `[T, B]`
+rollout to its buffer (flattened time-major, so one env's steps lie B slots apart), then (once
+the buffer holds `min_fill`) takes `round(replay_ratio * T * B)` Adam steps, each on `batch_size`
+windows of `unroll_steps + td_steps` consecutive steps of one env (`agents.replay.sample_windows`),
+with targets from `agents.muzero.targets.window_targets` (values bootstrapped from the target
+network) and the unroll loss of `agents.muzero.losses`; gradients averaged across learners by
+`agents.actor_critic.sgd_step`. Nothing here mentions devices, threads or layouts. No reanalyse:
+the policy targets are the actors' stored search policies.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from agents import replay
+from agents.actor_critic import check_total_updates, sgd_step
+from agents.muzero import search
+from agents.muzero.config import MuZeroConfig
+from agents.muzero.losses import MuZeroBatch, make_loss_fn
+from agents.muzero.networks import MuZeroNetwork
+from agents.muzero.targets import logits_to_scalar, window_targets
+from agents.off_policy import per_update_optimizer, replay_and_learn, set_learning_rate, target_update
+from agents.q_learning import check_discrete_actions
+from agents.returns import learner_rewards
+from agents.torsos import check_torso
+from envs.types import EnvSpec
+from podrl.parallel import mean_across_learners
+from podrl.types import Agent, Metrics, TrainState, Trajectory
+
+Array = jax.Array
+
+
+class Step(NamedTuple):
+    """One env step as the sequence replay stores it; batched, every field leads with `[N]`.
+
+    Attributes:
+      observation: `[*obs]` o_t (uint8 stays uint8). action: int32 `[]` a_t.
+      reward: float32 `[]` r_{t+1} (after the learner's clip). discount: float32 `[]` (0: terminated at t+1).
+      truncated: bool `[]` the episode was cut at t+1. next_observation: `[*obs]` o_{t+1} before any reset.
+      policy: float32 `[A]` the search's action weights at t (the policy target).
+    """
+
+    observation: Array
+    action: Array
+    reward: Array
+    discount: Array
+    truncated: Array
+    next_observation: Array
+    policy: Array
+
+
+class MuZeroLearnerState(NamedTuple):
+    """MuZero's `TrainState.opt_state` (the same on every shard): Adam state, target params, steps."""
+
+    optimizer: Any
+    target: Any
+    sgd_steps: Array  # int32 [], gradient steps taken (drives target_update_period)
+
+
+class MuZeroParts(NamedTuple):
+    """What the pure functions close over; `config`, `optimizer`, `grad_fn`, `hyperparams` are the
+    fields `agents.actor_critic.sgd_step` reads."""
+
+    config: MuZeroConfig
+    network: MuZeroNetwork
+    optimizer: optax.GradientTransformation
+    learning_rate: Callable[[Array], Array]  # update step -> step size
+    grad_fn: Callable[..., Any]
+    env_spec: EnvSpec
+    hyperparams: Any = None
+
+
+def make_network(config: MuZeroConfig, env_spec: EnvSpec) -> MuZeroNetwork:
+    """The config's `MuZeroNetwork` for `env_spec`: ConfigError("env") unless actions are discrete,
+    ConfigError("torso") for a torso that cannot read the observations (nothing is traced)."""
+    check_discrete_actions("muzero", env_spec)
+    obs_shape = tuple(int(d) for d in env_spec.observation.shape)
+    check_torso(config.torso, obs_shape)
+    return MuZeroNetwork(obs_shape, int(env_spec.action.num_values), config.support_size, config.torso,
+                         config.hidden_sizes, config.activation, config.layer_norm, config.latent_size,
+                         config.dynamics_sizes, config.prediction_sizes)
+
+
+def make_agent(config: MuZeroConfig, env_spec: EnvSpec, total_updates: int) -> Agent:
+    """The MuZero agent for `env_spec` (discrete actions); `total_updates` updates make the run."""
+    total_updates = check_total_updates(total_updates)
+    network = make_network(config, env_spec)
+    optimizer, schedule = per_update_optimizer(config, total_updates)
+    grad_fn = jax.value_and_grad(make_loss_fn(config, network), has_aux=True)
+    parts = MuZeroParts(config, network, optimizer, schedule, grad_fn, env_spec)
+    return Agent(
+        init=functools.partial(_init, parts),
+        init_actor_state=lambda batch_size: (),
+        act=functools.partial(search.act, config, network),
+        act_greedy=functools.partial(search.act_greedy, config, network),
+        update=functools.partial(_update, parts),
+    )
+
+
+def example_step(env_spec: EnvSpec) -> Step:
+    """One stored `Step`'s shapes and dtypes for `env_spec` (discrete actions)."""
+    obs = jax.ShapeDtypeStruct(tuple(env_spec.observation.shape), env_spec.observation.dtype)
+    scalar = jax.ShapeDtypeStruct((), jnp.float32)
+    policy = jax.ShapeDtypeStruct((int(env_spec.action.num_values),), jnp.float32)
+    return Step(obs, jax.ShapeDtypeStruct((), jnp.int32), scalar, scalar, jax.ShapeDtypeStruct((), jnp.bool_),
+                obs, policy)
+
+
+def _init(parts: MuZeroParts, key: Array, env_spec: EnvSpec) -> TrainState:
+    """Fresh params, Adam state, the target network as a copy, an empty buffer."""
+    obs = jnp.zeros((1,) + tuple(env_spec.observation.shape), env_spec.observation.dtype)
+    params = parts.network.init(key, obs, jnp.zeros((1,), jnp.int32))
+    learner = MuZeroLearnerState(parts.optimizer.init(params), params, jnp.zeros((), jnp.int32))
+    buffer = replay.init(parts.config.buffer_size, example_step(parts.env_spec))  # env_spec may be traced here
+    return TrainState(params, learner, jnp.zeros((), jnp.int32), buffer)
+
+
+def rollout_steps(traj: Trajectory, reward: Array) -> Step:
+    """The `T * B` `Step`s of a `[T, B]` trajectory, flattened time-major (env b at slots = b mod B)."""
+    steps = Step(traj.observation, traj.action.astype(jnp.int32), reward, traj.discount, traj.truncated,
+                 traj.next_observation, traj.agent_extras["policy"])
+    return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), steps)
+
+
+def batch_from_windows(parts: MuZeroParts, target_params, windows: Step) -> MuZeroBatch:
+    """The `MuZeroBatch` of windows `[N, L]`: targets with bootstrap values from `target_params`."""
+    cfg = parts.config
+    n, length = windows.reward.shape
+    flat_next = windows.next_observation.reshape((n * length,) + windows.next_observation.shape[2:])
+    root = search.root(parts.network, cfg.support_size, target_params, flat_next)
+    bootstrap = root.value.reshape(n, length)
+    episode_end = (windows.discount == 0.0) | windows.truncated
+    targets = jax.vmap(window_targets, in_axes=(0, 0, 0, 0, 0, None, None, None))(
+        windows.reward, windows.discount, episode_end, windows.policy, bootstrap, cfg.unroll_steps, cfg.td_steps,
+        cfg.gamma)
+    return MuZeroBatch(windows.observation[:, 0], windows.action[:, : cfg.unroll_steps], targets)
+
+
+def _sgd_step(parts: MuZeroParts, stride: int, buffer: replay.ReplayBuffer, carry, key: Array):
+    """One Adam step on `batch_size` windows sampled from `buffer`; a `lax.scan` body over
+    `(params, MuZeroLearnerState)`."""
+    params, learner = carry
+    sample_key, step_key = jax.random.split(key)
+    windows = replay.sample_windows(buffer, sample_key, parts.config.batch_size, parts.config.window_length, stride)
+    batch = batch_from_windows(parts, learner.target, windows)
+    (params, optimizer), metrics = sgd_step(parts, step_key, (params, learner.optimizer), batch)
+    sgd_steps = learner.sgd_steps + 1
+    target = target_update(learner.target, params, sgd_steps, parts.config.target_update_period,
+                           parts.config.target_tau)
+    return (params, MuZeroLearnerState(optimizer, target, sgd_steps)), metrics
+
+
+def _update(parts: MuZeroParts, train_state: TrainState, traj: Trajectory, key: Array) -> tuple[TrainState, Metrics]:
+    """Adds this shard's trajectory `[T, B]` to its buffer, then `sgd_steps(T, B)` Adam steps once it
+    holds `min_fill`. Metrics: the loss's (0 before learning starts), learning, replay_fill,
+    search_value (the rollout's mean root value), learning_rate."""
+    cfg = parts.config
+    traj.validate()
+    t, b = traj.reward.shape
+    cfg.check_batch(t, b)
+    reward = learner_rewards(traj.reward, cfg.reward_clip, 1.0)
+    learning_rate = parts.learning_rate(train_state.update_step)
+    learner = train_state.opt_state
+    carry = (train_state.params, learner._replace(optimizer=set_learning_rate(learner.optimizer, learning_rate)))
+    buffer, (params, learner), metrics, _ = replay_and_learn(
+        train_state.shard_state, rollout_steps(traj, reward), train_state.update_step, cfg.min_fill,
+        cfg.sgd_steps(t, b), functools.partial(_sgd_step, parts, b), carry, key)
+    metrics = {**metrics, "search_value": mean_across_learners(jnp.mean(traj.agent_extras["search_value"])),
+               "learning_rate": jnp.asarray(learning_rate, jnp.float32)}
+    return TrainState(params, learner, train_state.update_step + 1, buffer), metrics

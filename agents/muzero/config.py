@@ -1,0 +1,125 @@
+"""MuZero hyperparameters: a frozen dataclass, validated on construction.
+
+The defaults are a small setting that learns the tiny JAX tasks in seconds (Gumbel search with 8
+simulations, a 64-wide latent state); the paper's Atari values (Schrittwieser et al. 2020,
+Appendix C / F) are num_simulations 50, unroll_steps 5, td_steps 10, gamma 0.997, batch 1024,
+support_size 300, value_loss_weight 0.25. The `minatar-muzero` preset (`podrl.presets`) cites its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from agents.config_base import AdamConfig, AgentConfigBase, check_sweepable
+from agents.config_checks import QNetworkConfig, ReplayConfig, check_fill_field, check_q_network_fields, check_replay_fields
+from agents.reward_clip import RewardClipConfig, check_reward_clip
+from podrl.errors import ConfigError, require_choice, require_int, require_number
+
+SEARCHES = ("muzero", "gumbel")
+"""Names accepted by `MuZeroConfig.search`: `mctx.muzero_policy` or `mctx.gumbel_muzero_policy`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConfig, AdamConfig):
+    """MuZero (Schrittwieser et al. 2020, "Mastering Atari, Go, chess and shogi by planning with a
+    learned model", Nature 588) and Gumbel MuZero (Danihelka et al. 2022, "Policy improvement by
+    planning with Gumbel", ICLR), the search from mctx, a sequence replay per learner shard.
+
+    The representation is the config's torso (`torso`, `hidden_sizes`, ...) then a dense layer to
+    `latent_size`; the learner replays windows of `unroll_steps + td_steps` steps of one env,
+    `round(replay_ratio * T * B)` Adam steps of `batch_size` windows per update (none until the
+    shard's buffer holds `min_fill` env steps). `buffer_size` counts env steps per shard."""
+
+    search: str = "gumbel"
+    """Search at the root: muzero (PUCT with Dirichlet noise, visit-count policy) or gumbel (Gumbel MuZero: Sequential Halving, improved-policy targets)."""
+    num_simulations: int = 8
+    """Simulations of the search per acting step."""
+    max_num_considered_actions: int = 16
+    """gumbel: actions sampled without replacement at the root (Sequential Halving over them)."""
+    gumbel_scale: float = 1.0
+    """gumbel: scale of the Gumbel noise when acting (evaluation uses 0)."""
+    dirichlet_alpha: float = 0.3
+    """muzero: Dirichlet noise concentration at the root when acting."""
+    dirichlet_fraction: float = 0.25
+    """muzero: share of Dirichlet noise in the root prior when acting (evaluation uses 0)."""
+    temperature: float = 1.0
+    """muzero: act in proportion to visit_count^(1 / temperature) (evaluation: the most visited action)."""
+    unroll_steps: int = 5
+    """K: steps the learned model is unrolled from each replayed state."""
+    td_steps: int = 5
+    """n: rewards summed before bootstrapping the value target from the target network."""
+    gamma: float = 0.99
+    """Discount factor, in [0, 1]; also the search's discount."""
+    support_size: int = 10
+    """S: value and reward are categorical over the h-transformed atoms -S, ..., S (2S + 1 logits)."""
+    latent_size: int = 64
+    """Width of the model's hidden state (min-max scaled to [0, 1])."""
+    dynamics_sizes: tuple[int, ...] = (64,)
+    """Hidden widths of the dynamics MLP (state and one-hot action -> next state, reward)."""
+    prediction_sizes: tuple[int, ...] = (64,)
+    """Hidden widths of the prediction MLP (state -> policy, value)."""
+    value_loss_weight: float = 0.25
+    """Weight of the value cross-entropy (the paper's 0.25 for replayed targets)."""
+    target_update_period: int = 1
+    """Gradient steps between target network updates."""
+    target_tau: float = 0.01
+    """Each target update sets target <- tau * online + (1 - tau) * target (1: a hard copy)."""
+    min_fill: int = 512
+    """No gradient steps until this shard's buffer holds at least this many env steps."""
+    buffer_size: int = 16_384
+    batch_size: int = 64
+    replay_ratio: float = 0.0625
+    hidden_sizes: tuple[int, ...] = (64,)
+    learning_rate: float = 1e-3
+    max_grad_norm: float = 5.0
+    anneal_lr: bool = False
+
+    AGENT_MODULE: ClassVar[str] = "agents.muzero.agent"
+    SHAPE_FIELDS: ClassVar[tuple[str, ...]] = ("num_simulations", "unroll_steps", "td_steps", "support_size")
+
+    def __post_init__(self) -> None:
+        self.check_optimizer_fields()
+        check_replay_fields(self)
+        check_fill_field(self, "min_fill")
+        require_choice(self, "search", SEARCHES)
+        require_int(self, "num_simulations", "max_num_considered_actions", "unroll_steps", "td_steps",
+                    "support_size", "latent_size", "target_update_period")
+        for name in ("dynamics_sizes", "prediction_sizes"):
+            _require_widths(self, name)
+        require_number(self, "gumbel_scale", low=0.0)
+        require_number(self, "dirichlet_alpha", low=0.0, low_open=True)
+        require_number(self, "dirichlet_fraction", low=0.0, high=1.0)
+        require_number(self, "temperature", low=0.0)
+        require_number(self, "gamma", low=0.0, high=1.0)
+        require_number(self, "value_loss_weight", low=0.0, low_open=True)
+        require_number(self, "target_tau", low=0.0, high=1.0, low_open=True)
+        check_q_network_fields(self)
+        check_reward_clip(self)
+        check_sweepable(self)
+
+    @property
+    def window_length(self) -> int:
+        """Env steps per replayed window: unroll_steps + td_steps."""
+        return self.unroll_steps + self.td_steps
+
+    def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
+        """ConfigError("buffer_size") unless one rollout fits and the buffer is whole rows of
+        `envs_per_shard`; ConfigError("min_fill") unless it covers one window of every env."""
+        super().check_batch(rollout_length, envs_per_shard)
+        if self.buffer_size % envs_per_shard:
+            raise ConfigError("buffer_size", f"{self.buffer_size} is not a multiple of the {envs_per_shard} envs per "
+                              f"shard; the sequence replay keeps whole time steps of every env")
+        if self.min_fill < self.window_length * envs_per_shard:
+            raise ConfigError("min_fill", f"{self.min_fill} env steps hold less than one window of unroll_steps + "
+                              f"td_steps = {self.window_length} steps for each of the {envs_per_shard} envs per "
+                              f"shard; use min_fill >= {self.window_length * envs_per_shard}")
+
+
+def _require_widths(config: MuZeroConfig, name: str) -> None:
+    """ConfigError(name) unless the field is a tuple or list of positive ints (stored back as a tuple)."""
+    sizes = getattr(config, name)
+    if not isinstance(sizes, (tuple, list)) or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0
+                                                       for s in sizes):
+        raise ConfigError(name, f"must be a tuple of positive ints, got {sizes!r}")
+    object.__setattr__(config, name, tuple(sizes))

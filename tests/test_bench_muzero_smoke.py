@@ -1,0 +1,32 @@
+"""Smoke test of scripts/bench_muzero.py: --quick, one thread, one simulation count, writes the JSON.
+
+Only checks that the point ran and produced positive numbers and shares that add up; no timing is asserted.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_muzero.py"
+
+
+@pytest.mark.timeout(400)
+def test_quick_benchmark_writes_the_point(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--threads", "1", "--simulations", "4",
+                           "--num-envs", "8", "--rollout-length", "16", "--out", str(out)],
+                          capture_output=True, text=True, timeout=380)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["benchmark"] == "bench_muzero" and doc["jax_version"] and doc["search"] == "gumbel"
+    (row,) = doc["rows"]
+    assert (row["threads"], row["num_simulations"], row["envs_per_thread"]) == (1, 4, 8)
+    assert "error" not in row, row
+    assert row["steps_per_second"] > 0 and row["ceiling_steps_per_second"] > 0 and row["compile_seconds"] > 0
+    shares = row["actor_share_env"] + row["actor_share_search_inference"] + row["actor_share_handover_wait"]
+    assert abs(shares - 1.0) < 1e-6 and row["actor_share_search_inference"] > 0, row
+    assert row["learner_step_s"] > 0, row
+    assert "| 1 | 4 |" in proc.stdout
