@@ -1,4 +1,7 @@
-"""Brax envs in Anakin (`envs.brax`): spec, a step, termination vs truncation, bad names, a tiny PPO run."""
+"""Brax envs in Anakin (`envs.brax`): spec, a step, termination vs truncation, bad names, a tiny PPO run.
+
+Each jitted Brax program compiles for ~30 s on the 2-core CPU (minutes when it is loaded), so only
+the spec / truncation test runs by default; the others are `slow`."""
 
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ def rollout(env, actions):
     return jax.device_get(jax.jit(run)(actions))
 
 
+@pytest.mark.timeout(300)
 def test_spec_and_time_limit_truncation_bootstraps():
     """Three steps of balancing: the third is LAST by the time limit, a truncation (discount 1)."""
     env = envs.make(PENDULUM)
@@ -47,6 +51,8 @@ def test_spec_and_time_limit_truncation_bootstraps():
     assert np.all(np.isfinite(ts.observation)) and np.abs(ts.observation).max() > 0
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(400)
 def test_falling_is_a_termination_and_brax_truncation_info_is_a_truncation():
     """Pushing the cart one way topples the pole: brax's done is our termination (discount 0). A brax
     env under brax's own EpisodeWrapper reports info['truncation'], which stays a truncation."""
