@@ -34,7 +34,6 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
@@ -154,17 +153,3 @@ def make(name: str, **overrides: Any) -> TimeLimit:
     env, length = _build(name, overrides)
     return TimeLimit(BraxEnv(env, name), length)
 
-
-def random_rollout_steps(env: BraxEnv, num_envs: int, num_steps: int, key: PRNGKey) -> Array:
-    """Sum of rewards of `num_envs` envs stepping `num_steps` uniform random actions (no resets),
-    one jittable program for benchmarks: float32 `[]`."""
-    spec = env.action_spec()
-
-    def body(states, k):
-        action = jax.random.uniform(k, (num_envs,) + spec.shape, minval=-1.0, maxval=1.0)
-        states, ts = jax.vmap(env.step)(states, action)
-        return states, jnp.sum(ts.reward)
-
-    states, _ = jax.vmap(env.reset)(jax.random.split(key, num_envs))
-    _, rewards = jax.lax.scan(body, states, jax.random.split(key, num_steps))
-    return jnp.sum(rewards)
