@@ -5,6 +5,7 @@
   (`--agent.optimizer`, `--agent.optimizer-eps`, `--agent.rmsprop-eps-in-sqrt`).
   `agents.actor_critic.make_optimizer` builds the optax optimizer of either.
 - `EpochsConfig`: `num_epochs` passes of `num_minibatches` shuffled minibatches per update.
+- `ObsNormConfig`: `--agent.normalize-observations` and its clip (`agents.obs_norm`).
 - `AgentConfigBase`: the lazy `make_agent` trampoline (`AGENT_MODULE`) and the population
   declarations: `SWEEPABLE` ({field: (low, high)}), `HYPERPARAMS` (the NamedTuple of the swept
   values `update` receives, see `agents.actor_critic.hyperparams_for`) and `SHAPE_FIELDS`.
@@ -146,6 +147,29 @@ class EpochsConfig:
     def num_optimizer_steps(self, total_updates: int) -> int:
         """Optimizer steps in a run of `total_updates` calls to `update` (drives the lr anneal)."""
         return total_updates * self.num_epochs * self.num_minibatches
+
+
+@dataclasses.dataclass(frozen=True)
+class ObsNormConfig:
+    """Observation normalisation by running statistics (`agents.obs_norm`), for any agent."""
+
+    normalize_observations: bool = False
+    """Standardise observations by their running mean / variance (kept with the params, averaged over learners) in act and in the loss."""
+    obs_norm_clip: float = 10.0
+    """Normalised observations are clipped to [-obs_norm_clip, obs_norm_clip]."""
+
+    def check_obs_norm_fields(self) -> None:
+        """ConfigError naming the field unless normalize_observations is a bool and obs_norm_clip > 0."""
+        require_bool(self, "normalize_observations")
+        require_number(self, "obs_norm_clip", low=0.0, low_open=True)
+
+    def with_obs_norm(self, agent: Agent) -> Agent:
+        """`agent` wrapped by `agents.obs_norm.with_observation_norm` when normalize_observations, else itself."""
+        if not self.normalize_observations:
+            return agent
+        from agents.obs_norm import with_observation_norm
+
+        return with_observation_norm(agent, self.obs_norm_clip)
 
 
 @dataclasses.dataclass(frozen=True)

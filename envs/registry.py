@@ -1,4 +1,4 @@
-"""`envs.make`: JAX environments by name (ours, gymnax's, Craftax's), or a user's env class by import path."""
+"""`envs.make`: JAX environments by name (ours, gymnax's, Craftax's, Brax's), or a user's env class by import path."""
 
 from __future__ import annotations
 
@@ -67,9 +67,12 @@ def _import(path: str) -> Callable[..., Any]:
 
 
 def _suite(name: str) -> Any:
-    """`envs.gymnax` if `name` is a 'gymnax:' / 'craftax:' name, else None (imported lazily: it imports this)."""
-    from envs import gymnax
+    """`envs.gymnax` for a 'gymnax:' / 'craftax:' name, `envs.brax` for a 'brax:' one, else None
+    (imported lazily: they import this)."""
+    from envs import brax, gymnax
 
+    if brax.is_brax_name(name):
+        return brax
     return gymnax if gymnax.is_suite_name(name) else None
 
 
@@ -82,8 +85,8 @@ def check_name(name: str) -> None:
         return
     if ":" not in name:
         raise UnknownEnvError(
-            f"unknown env {name!r}: expected one of {registered()}, 'gymnax:<id>', 'craftax:<id>' "
-            "or 'module:ClassOrFactory'"
+            f"unknown env {name!r}: expected one of {registered()}, 'gymnax:<id>', 'craftax:<id>', "
+            "'brax:<env>' or 'module:ClassOrFactory'"
         )
     _import(name)
 
@@ -94,7 +97,7 @@ def make(name: str, **kwargs: Any) -> JaxEnv:
     Args:
       name: a registered id (`registered()`), wrapped in gymnasium's time limit;
         `"gymnax:<id>"` / `"craftax:<id>"` (`envs.gymnax`; `kwargs` override env
-        params); or `"package.module:Factory"` for a user's env class or factory, called
+        params); `"brax:<env>"` (`envs.brax`; backend and options likewise); or `"package.module:Factory"` for a user's env class or factory, called
         with `kwargs` and returned as is (add `envs.TimeLimit` yourself).
     """
     if (suite := _suite(name)) is not None:

@@ -69,6 +69,7 @@ class Measurement:
     agent: str = "ppo"  # training: a name in agents.AGENTS, trained with its config defaults
     population: int = 0  # training: population members (an lr sweep) instead of seeds; 0 = none
     hidden_sizes: tuple[int, ...] | None = None  # training: the MLP's hidden sizes; None = the agent's default
+    agent_fields: dict[str, Any] | None = None  # training: more agent-config fields (a preset's, scripts/bench_brax.py)
 
     @property
     def is_training(self) -> bool:
@@ -86,7 +87,8 @@ def agent_config(m: Measurement) -> Any:
     cls = AGENTS[m.agent].config
     names = {f.name for f in dataclasses.fields(cls)}
     fields = (("torso", m.torso), ("anneal_lr", m.anneal_lr), ("hidden_sizes", m.hidden_sizes))
-    return cls(**{k: v for k, v in fields if k in names and v is not None})
+    extra = {k: tuple(v) if isinstance(v, list) else v for k, v in (m.agent_fields or {}).items()}  # JSON lists
+    return cls(**{**{k: v for k, v in fields if k in names and v is not None}, **extra})
 
 
 def measure_training(m: Measurement) -> dict[str, Any]:
@@ -114,7 +116,8 @@ def measure_training(m: Measurement) -> dict[str, Any]:
 
 
 def build_env_only(num_envs: int, devices: int, scan_length: int, env_name: str = ENV_NAME):
-    """(init, chunk, env_steps_per_chunk): random-action `env_name` (discrete actions) over a `data_mesh`.
+    """(init, chunk, env_steps_per_chunk): random-action `env_name` over a `data_mesh` (uniform over a
+    discrete action set, or uniform in a continuous action's bounds).
 
     `init(seed)` returns the sharded carry (env states `[E]`, one key per shard,
     reward sums `[E]`); `chunk` (a `jit(shard_map)`) steps it `scan_length` times.
@@ -128,7 +131,7 @@ def build_env_only(num_envs: int, devices: int, scan_length: int, env_name: str 
     from podrl.parallel import DATA_AXIS, match_varying
 
     env = envs.wrap_for_training(envs.make(env_name))
-    num_actions = env.action_spec().num_values
+    random_actions = random_action_fn(env.action_spec())
     mesh = data_mesh(local_devices(devices))
     sharded = NamedSharding(mesh, P(DATA_AXIS))
 
@@ -136,7 +139,7 @@ def build_env_only(num_envs: int, devices: int, scan_length: int, env_name: str 
         def step(carry, _):
             state, k, rewards = carry
             k, action_key = jax.random.split(k)
-            actions = jax.random.randint(action_key, rewards.shape, 0, num_actions)
+            actions = random_actions(action_key, rewards.shape)
             state, ts = jax.vmap(env.step)(state, actions)
             return match_varying((state, k, rewards + ts.reward), carry), None
 
@@ -154,6 +157,18 @@ def build_env_only(num_envs: int, devices: int, scan_length: int, env_name: str 
         return env_state, keys, jax.device_put(jnp.zeros((num_envs,), jnp.float32), sharded)
 
     return init, chunk, num_envs * scan_length
+
+
+def random_action_fn(spec: Any):
+    """`(key, batch_shape) -> actions`: uniform over `spec`'s actions (a DiscreteArray's values, or a
+    BoundedArray's box)."""
+    import jax
+    import jax.numpy as jnp
+
+    if hasattr(spec, "num_values"):
+        return lambda key, batch: jax.random.randint(key, batch, 0, spec.num_values)
+    low, high = jnp.asarray(spec.minimum, jnp.float32), jnp.asarray(spec.maximum, jnp.float32)
+    return lambda key, batch: jax.random.uniform(key, batch + tuple(spec.shape), minval=low, maxval=high)
 
 
 def population_fields(m: Measurement) -> dict[str, Any]:
@@ -232,7 +247,8 @@ def describe(m: Measurement) -> dict[str, Any]:
         config = agent_config(m)
         return {"env": m.env, "agent": m.agent, "torso": m.torso, "num_epochs": getattr(config, "num_epochs", None),
                 "num_minibatches": getattr(config, "num_minibatches", None), "total_steps": m.total_steps,
-                "updates_per_call": m.updates_per_call, "eval_every": 0, **population_fields(m)}
+                "updates_per_call": m.updates_per_call, "eval_every": 0, **population_fields(m),
+                **({"agent_fields": m.agent_fields} if m.agent_fields else {})}
     return {"env": m.env, "actions": "uniform random", "network": None,
             "scan_length": m.updates_per_call * m.rollout_length,
             "min_total_steps": m.total_steps, "min_seconds": m.min_seconds}

@@ -73,8 +73,8 @@ CAPTION = (
 )
 
 
-def markdown_table(lines: list[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
-    """The paired results as a markdown table with its caption."""
+def markdown_table(lines: list[dict[str, Any]], rows: list[dict[str, Any]], caption: str = CAPTION) -> str:
+    """The paired results as a markdown table with its caption (scripts/bench_brax.py gives its own)."""
     out = [
         "| devices | envs x steps | PPO steps/s | PPO compile s | env-only steps/s | env-only compile s | PPO/ceiling |",
         "|---:|---|---:|---:|---:|---:|---:|",
@@ -89,7 +89,7 @@ def markdown_table(lines: list[dict[str, Any]], rows: list[dict[str, Any]]) -> s
         ]
         out.append("| " + " | ".join(cells) + " |")
     loads = [run["load_1m"] for r in rows for run in r["runs"]]
-    return "\n".join(out) + "\n\n" + CAPTION + load_note(loads)
+    return "\n".join(out) + "\n\n" + caption + load_note(loads)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

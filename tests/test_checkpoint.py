@@ -46,10 +46,12 @@ def leaves(tree) -> list[np.ndarray]:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("agent", [PPOConfig(), PPOConfig(core="lstm", core_size=16),
-                                   PQNConfig(epsilon_decay_fraction=1.0)], ids=["ppo", "ppo-lstm", "pqn"])
+                                   PQNConfig(epsilon_decay_fraction=1.0), PPOConfig(normalize_observations=True)],
+                         ids=["ppo", "ppo-lstm", "pqn", "ppo-obs-norm"])
 def test_anakin_stop_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, cpu_devices, agent):
     """With an LSTM core the actors' core states (`acting.actor_state`) resume too; PQN's params
-    carry epsilon (its first leaf, still decaying at update 4 with the decay over the whole run)."""
+    carry epsilon (its first leaf, still decaying at update 4 with the decay over the whole run); with
+    normalize_observations the params carry the running statistics (their count shows the resume)."""
     whole = train_anakin(anakin(tmp_path, "whole"), agent)
     first = train_anakin(anakin(tmp_path, "part", stop_after_updates=4), agent)
     assert first.stopped_by == "stop_after_updates"
@@ -67,6 +69,8 @@ def test_anakin_stop_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, c
     if getattr(agent, "core", "none") != "none":  # the carried core states are among the leaves compared, and not zeros
         assert np.abs(leaves(rest.state.acting.actor_state)[0]).max() > 0
     assert not np.array_equal(leaves(first.state.train_state.params)[0], leaves(rest.state.train_state.params)[0])
+    if getattr(agent, "normalize_observations", False):  # the statistics counted all 10 updates' observations
+        assert float(np.asarray(rest.state.train_state.params["obs_norm"].count)[0]) == 10 * 8 * 16 / 2
     # the resumed run kept writing into the checkpoint folder it resumed from
     assert Checkpointer(resume_dir(str(tmp_path / "part")), read_only=True).latest_step() == 10
 

@@ -204,3 +204,15 @@ def test_agent_flags_without_a_subcommand_select_the_preset_agent():
     assert with_agent_subcommand(["--num-envs", "8"], "impala") == ["--num-envs", "8"]
     args = parse("anakin", "--agent.gamma", "0.9", "--num-envs", "8")
     assert type(args.agent).__name__ == "PPOConfig" and args.agent.gamma == 0.9 and args.run.num_envs == 8
+
+
+def test_brax_ppo_moves_brax_notebooks_batch_into_one_rollout():
+    """brax's inverted_pendulum PPO collects batch 1024 x 32 minibatches of 5-step unrolls per update,
+    with 2048 envs: the preset's 2048 envs x 80 steps are the same 163,840 steps, split into 32
+    minibatches of 5,120, with observations normalised and brax's reward scaling of 10."""
+    preset = presets.PRESETS["brax-ppo"]
+    run, agent = preset.run, preset.agent_fields
+    assert run["num_envs"] == 2048 and run["num_envs"] * run["rollout_length"] == 1024 * 32 * 5
+    assert agent["num_minibatches"] == 32 and agent["num_epochs"] == 4
+    assert agent["normalize_observations"] is True and agent["reward_scale"] == 10.0 and agent["gamma"] == 0.97
+    assert run["env"] in preset.anchors and preset.layout == "anakin"

@@ -33,8 +33,9 @@ __all__ = ["make_agent", "make_optimizer"]  # make_optimizer: `agents.actor_crit
 
 
 def make_agent(config: PPOConfig, env_spec: EnvSpec, total_updates: int) -> Agent:
-    """The PPO agent for `env_spec`; `total_updates` calls of `update` anneal lr to 0."""
-    return actor_critic_agent(config, env_spec, total_updates, make_loss_fn, _update)
+    """The PPO agent for `env_spec`; `total_updates` calls of `update` anneal lr to 0. With
+    `config.normalize_observations` it acts and learns on normalised observations (`agents.obs_norm`)."""
+    return config.with_obs_norm(actor_critic_agent(config, env_spec, total_updates, make_loss_fn, _update))
 
 
 def _gae_batch(parts: Parts, params, traj: Trajectory) -> PPOBatch:

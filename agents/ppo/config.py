@@ -11,7 +11,9 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
-from agents.config_base import AdamConfig, AgentConfigBase, EpochsConfig, check_sequence_minibatches, check_sweepable
+from agents.config_base import (
+    AdamConfig, AgentConfigBase, EpochsConfig, ObsNormConfig, check_sequence_minibatches, check_sweepable,
+)
 from agents.config_checks import NetworkConfig, check_network_fields
 from agents.reward_clip import RewardClipConfig, check_reward_clip
 from podrl.errors import require_bool, require_number
@@ -34,7 +36,7 @@ class PPOHyperparams(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig(AgentConfigBase, RewardClipConfig, NetworkConfig, EpochsConfig, AdamConfig):
+class PPOConfig(AgentConfigBase, ObsNormConfig, RewardClipConfig, NetworkConfig, EpochsConfig, AdamConfig):
     """Proximal Policy Optimization (Schulman et al. 2017, arXiv:1707.06347) with GAE.
 
     `clip_value_loss` defaults to True to match the reference implementations
@@ -86,6 +88,7 @@ class PPOConfig(AgentConfigBase, RewardClipConfig, NetworkConfig, EpochsConfig, 
         require_bool(self, "clip_value_loss", "normalize_advantages")
         check_network_fields(self)
         check_reward_clip(self)
+        self.check_obs_norm_fields()
         check_sweepable(self)
 
     def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:

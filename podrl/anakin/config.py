@@ -24,8 +24,8 @@ class AnakinConfig(RunConfig):
     layout: ClassVar[str] = "anakin"
     """The layout name runs and checkpoints record."""
     HELP: ClassVar[dict[str, str]] = {
-        "env": "A JAX env id (CartPole-v1, Acrobot-v1, Pendulum-v1, MatchSign-v0, ...), 'gymnax:<id>' or "
-               "'craftax:<id>' (env params as ',field=value' after the id), or 'module:Class' (your own JaxEnv; "
+        "env": "A JAX env id (CartPole-v1, Acrobot-v1, Pendulum-v1, MatchSign-v0, ...), 'gymnax:<id>', "
+               "'craftax:<id>', 'brax:<env>' (env params, brax's backend=..., as ',field=value' after the id), or 'module:Class' (your own JaxEnv; "
                "the current folder is importable).",
         "seed": "Seed of params, envs and PRNG keys (seed i of --num-seeds, or member i of --population, uses "
                 "seed + i).",
