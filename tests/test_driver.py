@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from agents.ppo import PPOConfig
@@ -17,7 +16,7 @@ from envs.adapters.jax_host import JaxHostVectorEnv
 from faulty_envs import NaNAfter, NaNWhenRepeated
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.config import CheckpointConfig, LoggingConfig
+from podrl.config import LoggingConfig
 from podrl.driver import eval_due
 from podrl.errors import NonFiniteError
 from podrl.sebulba import SebulbaConfig, train_sebulba

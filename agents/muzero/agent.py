@@ -32,7 +32,7 @@ from agents.muzero import search
 from agents.muzero.config import MuZeroConfig
 from agents.muzero.losses import MuZeroBatch, make_loss_fn
 from agents.muzero.networks import MuZeroNetwork
-from agents.muzero.targets import logits_to_scalar, window_targets
+from agents.muzero.targets import window_targets
 from agents.off_policy import per_update_optimizer, replay_and_learn, set_learning_rate, target_update
 from agents.q_learning import check_discrete_actions
 from agents.returns import learner_rewards
