@@ -35,3 +35,12 @@ def user_env() -> dict[str, str]:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_COMPILATION_CACHE_DIR")}
     return {**env, "PYTHONPATH": root, "XDG_CACHE_HOME": USER_CACHE_HOME}
+
+
+MAX_WORKERS = 4
+"""Most pytest-xdist workers `-n auto` starts (one per core, up to this): every worker holds its
+own JAX runtime with the fake 8-device mesh, and many tests start subprocesses of their own."""
+
+
+def pytest_xdist_auto_num_workers(config):
+    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
