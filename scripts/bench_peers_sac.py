@@ -48,6 +48,9 @@ DIFFERENCES = (
     "evaluation: podrl the greedy (tanh of the mean) action; rejax its act(), a sample of the policy",
     "log std bounds: podrl [-5, 2] (squashed); rejax [-10, 2] (clipped)",
     "target update: podrl after every gradient step; rejax once per 4-env step (after the 4 gradient steps)",
+    "update order: podrl critics, actor, temperature; rejax actor, critics, temperature",
+    "first gradient step: podrl once 2048 transitions are stored; rejax once more than 2048 are (2052)",
+    "run-only time: rejax's compiled call includes its 10 evaluations; podrl's evaluations run between calls",
     "float32 Pendulum on both sides; gymnax's observation/reward checked equal below",
 )
 
@@ -181,6 +184,8 @@ def measure_all(shared: Shared, repeats: int, python: str, timeout: float) -> di
     both = podrl["measured"] and peer["measured"]
     entry["steps_ratio"] = podrl["steps_per_second"] / peer["steps_per_second"] if both else None
     entry["time_to_budget_ratio"] = podrl["time_to_budget_seconds"] / peer["time_to_budget_seconds"] if both else None
+    if not podrl["measured"]:  # the peer may be missing (its cells say so); podrl's own side must run
+        entry["error"] = "podrl's SAC not measured"
     return entry
 
 
