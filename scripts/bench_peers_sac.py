@@ -207,7 +207,8 @@ def markdown(entry: dict[str, Any], env_check: dict[str, Any]) -> str:
              f"{env_check['max_abs_reward_difference']:.2e} over {env_check['transitions']} transitions"
              if "error" not in env_check else f"not checked ({env_check['error']})")
     loads = [r["load_1m"] for side in ("podrl", "rejax") for r in entry[side]["runs"] if "load_1m" in r]
-    return ("\n".join(lines) + f"\n\nThreshold: mean return >= {THRESHOLD:.0f}; budget {entry['shared']['total_steps']:,} "
+    budget = entry["shared"]["total_steps"]
+    return ("\n".join(lines) + f"\n\nThreshold: mean return >= {THRESHOLD:.0f}; budget {budget:,} "
             f"env steps. Same env: podrl vs gymnax Pendulum-v1 one-step {check}. Remaining differences:\n"
             + "\n".join(f"- {d}" for d in DIFFERENCES) + f"\n\nMedians of each side's runs.{load_note(loads)}")
 
