@@ -139,13 +139,13 @@ def setup_peer(venv: Path) -> int:
     return done.returncode
 
 
-def run_peer(python: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """The peer's BENCH_RESULT for `spec`, with `wall_seconds` (its time to result) and `load_1m`."""
+def run_peer(python: str, spec: dict[str, Any], timeout: float, script: Path = PEER_SCRIPT) -> dict[str, Any]:
+    """The peer `script`'s BENCH_RESULT for `spec`, with `wall_seconds` (its time to result) and `load_1m`."""
     if not Path(python).exists():
         return {"error": f"peer interpreter {python} not found (run --setup-peer)"}
     start = time.perf_counter()
     try:
-        proc = subprocess.run([python, str(PEER_SCRIPT), json.dumps(spec)], capture_output=True, text=True,
+        proc = subprocess.run([python, str(script), json.dumps(spec)], capture_output=True, text=True,
                               timeout=timeout, env=child_env())
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f}s", "load_1m": os.getloadavg()[0]}
