@@ -101,6 +101,20 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         _MINATAR_ANCHORS,
     ),
     Preset(
+        "minatar-pqn", "anakin", "pqn",
+        "PQN (Q(lambda), LayerNorm, no replay) with the MinAtar CNN on a gymnax MinAtar game, 128 envs x 32 steps, 1e7 steps.",
+        "purejaxql config/alg/pqn_minatar.yaml (Gallici et al. 2024: 128 envs x 32 steps, 2 epochs x 32 "
+        "minibatches, lr 5e-4 linearly decayed, grad norm 10, gamma 0.99, lambda 0.65, epsilon 1 -> 0.05 over "
+        "the first 10% of updates, LayerNorm) with the Young & Tian (2019) MinAtar network; anchors are "
+        "gymnax's PPO figures (no published PQN return per MinAtar game at this budget)",
+        {"env": "gymnax:Breakout-MinAtar", "num_envs": 128, "rollout_length": 32, "total_steps": 10_000_000,
+         "updates_per_call": 32, "eval_every": 256, "eval_max_steps": 2_500},
+        {"learning_rate": 5e-4, "anneal_lr": True, "max_grad_norm": 10.0, "gamma": 0.99, "q_lambda": 0.65,
+         "num_epochs": 2, "num_minibatches": 32, "epsilon_start": 1.0, "epsilon_end": 0.05,
+         "epsilon_decay_fraction": 0.1, "layer_norm": True, "torso": "minatar_cnn"},
+        _MINATAR_ANCHORS,
+    ),
+    Preset(
         "minatar-muzero", "anakin", "muzero",
         "MuZero (mctx search, 25 simulations) with the MinAtar CNN on a gymnax MinAtar game, 64 envs x 8 steps.",
         "Stoix ff_mz.yaml (MuZero with mctx search: lr 3e-4 constant, 8 steps per rollout, 8 gradient steps "

@@ -140,7 +140,7 @@ def test_help_groups_the_flags_and_speaks_of_its_layout(tmp_path):
         return text.split("--preset {", 1)[1].split("}", 1)[0].replace("│", "").replace(" ", "").split(",")
 
     assert choices(sebulba) == ["None", "atari-ppo", "atari-impala", "mujoco-sac", "mujoco-td3"]
-    assert choices(anakin) == ["None", "cartpole-ppo", "minatar-ppo", "minatar-impala", "minatar-muzero",
+    assert choices(anakin) == ["None", "cartpole-ppo", "minatar-ppo", "minatar-impala", "minatar-pqn", "minatar-muzero",
                                "memory-ppo-lstm", "brax-ppo"]
     assert "(default: )" not in anakin and "(default: )" not in sebulba
     console = sebulba.split("--logging.console, --logging.no-console")[1][:80]

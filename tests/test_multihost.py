@@ -92,13 +92,17 @@ def test_population_rows_span_two_processes_with_pbt(tmp_path, cpu_devices):
             np.testing.assert_allclose(a, np.asarray(b)[2 * row:2 * row + 2], atol=1e-5)
 
 
-@pytest.mark.timeout(400)
-def test_anakin_two_processes_checkpoint_and_resume_consistently(tmp_path):
-    """Both processes save into one shared folder, stop after 2 of 4 updates, restore the same
-    state on resume and end exactly where an uninterrupted 2-process run ends."""
+@pytest.mark.timeout(500)
+def test_anakin_muzero_two_processes_checkpoint_and_resume_consistently(tmp_path):
+    """agent:muzero at its defaults (Gumbel search inside the rollout scan, one sequence replay per
+    learner shard, 2 envs per shard): both processes save into one shared folder, stop after 2 of 4
+    updates, restore the same state (params, optimiser, target network and every shard's replay) on
+    resume and end exactly where an uninterrupted 2-process run ends; the replay learned from update 2
+    on (min_fill 512 = 2 updates of 2 envs x 128 steps), so updates 3-4 took gradient steps after the
+    restore."""
     whole, parts, shared = tmp_path / "whole", tmp_path / "parts", tmp_path / "ckpt"
     whole.mkdir(), parts.mkdir()
-    base = WORKER + ["--layout", "anakin", "--updates", "4"]
+    base = WORKER + ["--layout", "anakin", "--agent", "muzero", "--updates", "4"]
     for command in (base + ["--out", str(whole)],
                     base + ["--out", str(parts), "--checkpoint-dir", str(shared), "--stop-after", "2"],
                     base + ["--out", str(parts), "--checkpoint-dir", str(shared), "--resume"]):
@@ -108,6 +112,9 @@ def test_anakin_two_processes_checkpoint_and_resume_consistently(tmp_path):
     for name in ("p0.npz", "p1.npz"):
         for a, b in zip(load(whole / name)[0], load(parts / name)[0], strict=True):
             np.testing.assert_array_equal(a, b)
+    (p0, *_), (p1, *_) = load(whole / "p0.npz"), load(whole / "p1.npz")
+    assert int(p0[-1].reshape(-1)[0]) == int(p1[-1].reshape(-1)[0]) == 4 * 2 * 128  # each shard's replay size
+    assert not np.array_equal(p0[-9], p1[-9])  # each process's shards hold its own envs' observations
 
 
 @pytest.mark.timeout(300)
