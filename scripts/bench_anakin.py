@@ -65,7 +65,7 @@ class Measurement:
     torso: str = "mlp"  # the PPO torso (`--agent.torso`)
     num_seeds: int = 1  # training: seeds vmapped in one program
     anneal_lr: bool = True  # training: PPO's learning-rate anneal
-    eval_episodes: int = 0  # training: episodes of the final (untimed) evaluation; 0 = one per device
+    eval_episodes: int = 0  # training: episodes of the final (untimed) evaluation; 0 = none (no eval compile)
     agent: str = "ppo"  # training: a name in agents.AGENTS, trained with its config defaults
     population: int = 0  # training: population members (an lr sweep) instead of seeds; 0 = none
     hidden_sizes: tuple[int, ...] | None = None  # training: the MLP's hidden sizes; None = the agent's default
@@ -102,7 +102,7 @@ def measure_training(m: Measurement) -> dict[str, Any]:
     config = AnakinConfig(
         env=m.env, total_steps=m.total_steps, num_envs=m.num_envs, rollout_length=m.rollout_length,
         num_seeds=m.num_seeds, num_devices=m.devices, updates_per_call=m.updates_per_call, eval_every=0,
-        eval_episodes=m.eval_episodes or m.devices,  # the one final evaluation is not timed; small by default
+        eval_episodes=m.eval_episodes,  # the one final evaluation is not timed; none by default
         logging=LoggingConfig(run_dir=None, console=False), **population_fields(m),
     )
     result = train_anakin(config, agent_config(m))

@@ -87,7 +87,7 @@ def count_all_reduces(total_steps: int) -> dict[str, Any]:
     updates_per_call = 2
     with tempfile.TemporaryDirectory() as trace:
         config = AnakinConfig(env="CartPole-v1", total_steps=total_steps, num_envs=NUM_ENVS, rollout_length=ROLLOUT,
-                              num_devices=2, updates_per_call=updates_per_call, eval_every=0, eval_episodes=2,
+                              num_devices=2, updates_per_call=updates_per_call, eval_every=0, eval_episodes=0,
                               logging=LoggingConfig(run_dir=None, console=False, profile=trace))
         train_anakin(config, agent_config(Measurement("podrl", 2, NUM_ENVS, ROLLOUT, total_steps, anneal_lr=False)))
         summary = summarize_trace(find_trace(trace), Path(trace, PROGRAM_TEXT).read_text())

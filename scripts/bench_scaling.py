@@ -8,7 +8,7 @@ work per process is fixed and the global problem grows with the process count.
   anakin    PPO on the JAX CartPole-v1, `--anakin-envs-per-device` envs on every
             device (so `2 * processes * envs_per_device` envs in the global
             program), `--rollout-length` steps, `updates_per_call` updates per
-            compiled call, one metrics record per call, no periodic evaluation.
+            compiled call, one metrics record per call, no evaluation.
             Gradients are pmean'd over all 2 * processes devices.
   sebulba   PPO on gymnasium CartPole-v1 (`--sebulba-env`), per process: actor
             device 0, learner device 1, 1 actor thread of `--sebulba-envs-per-thread`
@@ -95,7 +95,7 @@ class Point:
             return ["--env", self.env, "--num-envs", str(self.envs_total), "--rollout-length",
                     str(self.rollout_length), "--total-steps", str(total), "--updates-per-call",
                     str(self.updates_per_record), "--eval-every", "0",
-                    "--eval-episodes", str(self.devices_total)] + logging  # the one final eval: small
+                    "--eval-episodes", "0"] + logging  # no evaluation (nor its compile)
         total = self.updates * self.envs_per_process * self.rollout_length  # per process
         return ["--env", self.env, "--envs-per-thread", str(self.envs_per_process), "--rollout-length",
                 str(self.rollout_length), "--total-steps", str(total), "--actor-devices", "0",

@@ -108,6 +108,19 @@ def test_train_call_is_traced_once_across_updates(cpu_devices):
     assert steps == [4, 8, 12]
 
 
+def test_no_eval_episodes_means_no_evaluation_and_no_eval_program(cpu_devices, monkeypatch):
+    """eval_episodes=0 (what the benchmarks pass: their final evaluation is untimed but its compile is
+    not free): no greedy evaluation at the end or on the eval_every schedule; the eval program is never run."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("evaluated although eval_episodes=0")
+
+    monkeypatch.setattr(AnakinProgram, "evaluate_params", refuse)
+    config = quick_config(num_devices=1, total_steps=8 * 16 * 4, eval_every=2, eval_episodes=0)
+    result = train_anakin(config, PPOConfig(), devices=cpu_devices[:1])
+    assert result.final_eval_return is None
+    assert [r["updates"] for r in result.history] == [4] and "eval_return" not in result.history[-1]
+
+
 @pytest.mark.learning
 @pytest.mark.timeout(240)
 def test_ppo_learns_match_cue_from_a_bad_start(cpu_devices):

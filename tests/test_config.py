@@ -32,7 +32,7 @@ QUIET = LoggingConfig(run_dir=None, console=False)
         (dict(total_steps=100), "total_steps"),  # less than one update of 4 x 128
         (dict(num_seeds=0), "num_seeds"),
         (dict(updates_per_call=0), "updates_per_call"),
-        (dict(eval_episodes=0), "eval_episodes"),
+        (dict(eval_episodes=-1), "eval_episodes"),  # 0 is no evaluation
         (dict(eval_every=-1), "eval_every"),
         (dict(num_devices=0), "num_devices"),
         (dict(seed=-1), "seed"),

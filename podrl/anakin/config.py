@@ -33,7 +33,8 @@ class AnakinConfig(RunConfig):
         "eval_every": "Evaluate the greedy policy every this many updates (after the compiled call of "
                       "--updates-per-call updates that reaches or passes each multiple), and at the end; "
                       "0 = only at the end.",
-        "eval_episodes": "Greedy episodes per evaluation, per seed (rounded up to a multiple of the device count).",
+        "eval_episodes": "Greedy episodes per evaluation, per seed (rounded up to a multiple of the device count); "
+                         "0 = no evaluation (no eval program is compiled).",
         "logging.console": "Print a progress line after each compiled call (--updates-per-call updates).",
         "cpu_devices": "On CPU, split the host into this many JAX devices (a fake mesh; same as "
                        "XLA_FLAGS=--xla_force_host_platform_device_count=N).",
@@ -66,9 +67,8 @@ class AnakinConfig(RunConfig):
     """PBT explore: each swept hyperparameter of a copied member is multiplied by one of these factors (drawn uniformly)."""
 
     def __post_init__(self):
-        require_int(self, "num_seeds", "num_envs", "rollout_length", "updates_per_call", "eval_episodes",
-                    "population_shards")
-        require_int(self, "population", "pbt_every", minimum=0)
+        require_int(self, "num_seeds", "num_envs", "rollout_length", "updates_per_call", "population_shards")
+        require_int(self, "population", "pbt_every", "eval_episodes", minimum=0)
         require_number(self, "timeout_s", low=0.0)
         require_number(self, "pbt_fraction", low=0.0, high=0.5, low_open=True)
         self._check_population()

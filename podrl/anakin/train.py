@@ -113,7 +113,9 @@ class AnakinRun:
         summary["sps"] = self.env_steps_of(last - first) / (time.perf_counter() - t0)
         return state, summary
 
-    def evaluate(self, params: Any, seed: int, update: int) -> np.ndarray:
+    def evaluate(self, params: Any, seed: int, update: int) -> np.ndarray | None:
+        if not self.config.eval_episodes:  # no evaluation: its program is never compiled
+            return None
         returns, bad_reward, bad_observation = within(
             f"evaluation after update {update}", self.config.timeout_s,
             functools.partial(self.program.evaluate_params, params, seed))
