@@ -28,7 +28,7 @@ def test_quick_benchmark_writes_every_row(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--devices", "2", "--out", str(out)],
-        capture_output=True, text=True, timeout=240,
+        capture_output=True, text=True, timeout=280,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
@@ -45,7 +45,7 @@ def test_quick_benchmark_writes_every_row(tmp_path):
     assert "| row | devices |" in proc.stdout
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)
 def test_agents_option_adds_training_rows_for_each_agent(cpu_devices):
     """--agents ppo,pqn plans rows a and b for each agent (any registered name, nothing agent-specific
     in the script); a PQN row trains in-process; an unknown name is refused by the parser."""
@@ -66,7 +66,7 @@ def test_bench_peers_without_the_peer_says_not_measured(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(SCRIPT.parent / "bench_peers.py"), "--quick", "--repeats", "1", "--only", "4x128",
          "--peer-python", str(tmp_path / "no-such-python"), "--out", str(out)],
-        capture_output=True, text=True, timeout=240,
+        capture_output=True, text=True, timeout=280,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = json.loads(out.read_text())["rows"][0]
