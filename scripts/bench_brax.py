@@ -62,7 +62,8 @@ def caption(env: str) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = new_parser(__doc__)
-    parser.add_argument("--env", default=PRESETS[PRESET].run["env"], help="a brax:<env>[,backend=...] name")
+    parser.add_argument("--env", default=PRESETS[PRESET].run["env"],
+                        help="a brax:<env>[,backend=...] name (any JAX env runs; the smoke test uses Pendulum-v1)")
     parser.add_argument("--devices", type=int, nargs="+", default=[1, 2], help="device counts to run each row on")
     parser.add_argument("--envs", type=int, nargs="+", default=[256, 2048], help="env counts (multiples of every device count)")
     parser.add_argument("--rollout-length", type=int, default=16, help="steps per env between updates")

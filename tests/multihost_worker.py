@@ -10,6 +10,7 @@ first shard of per-learner-shard state), step counts and last evaluation return 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -30,6 +31,7 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--agent", default="ppo", help="a registered agent name, at its default config")
     parser.add_argument("--population", action="store_true", help="population_config instead of anakin_config")
+    parser.add_argument("--no-eval", action="store_true", help="anakin: eval_episodes=0 (no greedy evaluation)")
     args = parser.parse_args()
 
     import jax
@@ -53,9 +55,11 @@ def main() -> None:
         checkpoint = CheckpointConfig(directory=args.checkpoint_dir, stop_after_updates=args.stop_after,
                                       resume=args.checkpoint_dir if args.resume else None)
         config = (population_config if args.population else anakin_config)(args.updates, logging, checkpoint)
+        if args.no_eval:
+            config = dataclasses.replace(config, eval_episodes=0)
         result = train_anakin(config, agent_config)
         train_state, local_steps, global_steps = result.state.train_state, 0, 0
-        final_eval = np.mean(result.final_eval_return)
+        final_eval = np.nan if result.final_eval_return is None else np.mean(result.final_eval_return)
     else:
         from podrl.sebulba import train_sebulba
 

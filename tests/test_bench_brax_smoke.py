@@ -1,5 +1,10 @@
 """Smoke test of scripts/bench_brax.py: --quick runs a brax-ppo row and its env-only ceiling on
-8 envs and writes the JSON. Only checks that both ran and produced positive numbers; no timing is asserted."""
+8 envs and writes the JSON. Only checks that both ran and produced positive numbers; no timing is asserted.
+
+The script's rows run on the JAX Pendulum-v1 (continuous actions, like Brax's): every line of the
+script runs, and the two programs compile in seconds where a Brax env's take ~40 s each on 2 cores.
+Brax envs under Anakin PPO (the same `train_anakin` path, normalisation included) are tested in
+tests/test_brax.py."""
 
 import json
 import subprocess
@@ -8,18 +13,16 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("brax")
-
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_brax.py"
+ENV = "Pendulum-v1"
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(300)
 def test_quick_brax_benchmark_writes_ppo_and_ceiling(tmp_path, user_env):
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--devices", "1", "--envs", "8", "--out", str(out),
-                           "--env", "brax:inverted_pendulum,episode_length=10"],
-                          capture_output=True, text=True, timeout=560, env=user_env)
+                           "--env", ENV],
+                          capture_output=True, text=True, timeout=280, env=user_env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert doc["benchmark"] == "anakin_brax" and doc["jax_version"] and doc["preset"] == "brax-ppo"
@@ -28,7 +31,7 @@ def test_quick_brax_benchmark_writes_ppo_and_ceiling(tmp_path, user_env):
     for row in rows:
         assert "error" not in row, row
         assert row["steps_per_second"] > 0 and row["compile_seconds"] > 0, row
-        assert row["config"]["env"] == "brax:inverted_pendulum,episode_length=10"
+        assert row["config"]["env"] == ENV
     assert next(r for r in rows if r["name"] == "ppo")["config"]["agent_fields"]["normalize_observations"] is True
     (line,) = doc["table"]
     assert 0 < line["ppo_fraction_of_ceiling"] and not line["failed"]
