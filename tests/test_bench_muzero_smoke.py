@@ -1,4 +1,5 @@
-"""Smoke test of scripts/bench_muzero.py: --quick, one thread, one simulation count, writes the JSON.
+"""Smoke test of scripts/bench_muzero.py: --quick, one thread, one simulation count (its Sebulba run, the
+env-only ceiling and the pieces timed alone), writes the JSON.
 
 Only checks that the point ran and produced positive numbers and shares that add up; no timing is asserted.
 """
@@ -28,5 +29,12 @@ def test_quick_benchmark_writes_the_point(tmp_path):
     assert row["steps_per_second"] > 0 and row["ceiling_steps_per_second"] > 0 and row["compile_seconds"] > 0
     shares = row["actor_share_env"] + row["actor_share_search_inference"] + row["actor_share_handover_wait"]
     assert abs(shares - 1.0) < 1e-6 and row["actor_share_search_inference"] > 0, row
+    split = row["actor_share_search_tree"] + row["actor_share_model_inference"]
+    assert abs(split - row["actor_share_search_inference"]) < 1e-6 and row["actor_share_model_inference"] > 0, row
     assert row["learner_step_s"] > 0, row
+    parts = row["parts"]  # the pieces timed alone: acting = tree + model, an update = replay + SGD
+    assert parts["act_s"] > 0 and parts["inference_s"] > 0 and parts["replay_s"] > 0 and parts["update_s"] > 0, parts
+    assert parts["tree_s"] == max(parts["act_s"] - parts["inference_s"], 0.0), parts
+    assert parts["sgd_s"] == max(parts["update_s"] - parts["replay_s"], 0.0), parts
+    assert parts["sgd_steps_per_update"] == 8, parts  # replay_ratio 0.0625 x 16 steps x 8 envs
     assert "| 1 | 4 |" in proc.stdout

@@ -95,13 +95,20 @@ def make_network(config: MuZeroConfig, env_spec: EnvSpec) -> MuZeroNetwork:
                          config.dynamics_sizes, config.prediction_sizes)
 
 
-def make_agent(config: MuZeroConfig, env_spec: EnvSpec, total_updates: int) -> Agent:
-    """The MuZero agent for `env_spec` (discrete actions); `total_updates` updates make the run."""
+def make_parts(config: MuZeroConfig, env_spec: EnvSpec, total_updates: int) -> MuZeroParts:
+    """What the agent's functions close over, for `env_spec` (discrete actions) and a run of
+    `total_updates` updates (scripts/bench_muzero_parts.py times the pieces with it)."""
     total_updates = check_total_updates(total_updates)
     network = make_network(config, env_spec)
     optimizer, schedule = per_update_optimizer(config, total_updates)
     grad_fn = jax.value_and_grad(make_loss_fn(config, network), has_aux=True)
-    parts = MuZeroParts(config, network, optimizer, schedule, grad_fn, env_spec)
+    return MuZeroParts(config, network, optimizer, schedule, grad_fn, env_spec)
+
+
+def make_agent(config: MuZeroConfig, env_spec: EnvSpec, total_updates: int) -> Agent:
+    """The MuZero agent for `env_spec` (discrete actions); `total_updates` updates make the run."""
+    parts = make_parts(config, env_spec, total_updates)
+    config, network = parts.config, parts.network
     return Agent(
         init=functools.partial(_init, parts),
         init_actor_state=lambda batch_size: (),
