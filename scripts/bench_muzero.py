@@ -3,7 +3,8 @@ env-only ceiling, and where the time goes.
 
 For every point (actor threads x num_simulations) two child processes (fresh JAX each) run:
 
-  sebulba    MuZero (`agent:muzero`, `--search`, `num_simulations`, the defaults otherwise) trained
+  sebulba    MuZero (`agent:muzero`, `--search`, `num_simulations`, `min_fill` and `buffer_size` sized to
+             the envs (`replay_fields`), the defaults otherwise) trained
              with `train_sebulba` on 2 CPU JAX devices: actor device 0 (every actor thread's search),
              learner device 1, `threads` actor threads of `--num-envs` envs each, no evaluation
              (scripts/bench_sebulba_measure.py's `sebulba` measurement).
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -46,6 +48,25 @@ from bench_sebulba_measure import Measurement, run_child
 QUICK_UPDATES, UPDATES = 3, 24
 
 
+def devices_note() -> str:
+    """Where the children act and learn: 2 CPU JAX devices, or the one accelerator of JAX_PLATFORMS."""
+    platform = os.environ.get("JAX_PLATFORMS", "cpu")
+    if platform == "cpu":
+        return "actor device 0, learner device 1 (2 CPU JAX devices)"
+    return f"actor and learner on device 0 ({platform}: one accelerator acts and learns)"
+
+
+def replay_fields(envs: int) -> dict[str, int]:
+    """MuZero's `min_fill` and `buffer_size` for `envs` envs on one learner: the defaults, raised so the
+    warm-up holds one window (unroll_steps + td_steps) of every env and rounded up to whole rows of envs."""
+    from agents.muzero.config import MuZeroConfig
+
+    defaults = MuZeroConfig()
+    min_fill = max(defaults.min_fill, defaults.window_length * envs)
+    buffer_size = -(-max(defaults.buffer_size, 2 * min_fill) // envs) * envs
+    return {"min_fill": min_fill, "buffer_size": buffer_size}
+
+
 def measurements(args) -> list[tuple[str, Measurement]]:
     """`(label, measurement)` of every run, ceilings first (one per thread count)."""
     runs = [(f"ceiling t={t}", Measurement("ceiling", args.env, t, args.num_envs,
@@ -54,11 +75,12 @@ def measurements(args) -> list[tuple[str, Measurement]]:
     updates = QUICK_UPDATES if args.quick else args.updates
     runs += [(f"parts sims={sims}", Measurement("parts", args.env, 1, args.num_envs, args.rollout_length,
                                                 agent="muzero", agent_fields={"search": args.search,
-                                                                              "num_simulations": sims}))
+                                                                              "num_simulations": sims,
+                                                                              **replay_fields(args.num_envs)}))
              for sims in args.simulations]
     for t in args.threads:
         for sims in args.simulations:
-            fields = {"search": args.search, "num_simulations": sims}
+            fields = {"search": args.search, "num_simulations": sims, **replay_fields(t * args.num_envs)}
             steps = updates * t * args.num_envs * args.rollout_length
             runs.append((f"sebulba t={t} sims={sims}", Measurement(
                 "sebulba", args.env, t, args.num_envs, args.rollout_length, args.lag, steps,
@@ -112,7 +134,7 @@ def markdown_table(rows: list[dict[str, Any]], args) -> str:
             f"{fmt(r['parts']['sgd_s'], '.3f')} | {fmt(r['learner_queue_wait_s'], '.3f')} |")
     loads = [r["load_1m"] for r in rows if r.get("load_1m") is not None]
     caption = (f"\nSebulba MuZero ({args.search} search) on {args.env}, {args.num_envs} envs x {args.rollout_length} "
-               f"steps per actor thread, lag {args.lag}, actor device 0, learner device 1 (2 CPU JAX devices)."
+               f"steps per actor thread, lag {args.lag}, {devices_note()}."
                + " Search tree / model inference: the search's share split as an `act` call timed alone splits; "
                "replay / SGD: one update's replay work (add, sample windows, targets) and the rest, timed alone "
                "on one device (scripts/bench_muzero_parts.py)." + load_note(loads))
