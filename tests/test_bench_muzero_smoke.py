@@ -38,3 +38,16 @@ def test_quick_benchmark_writes_the_point(tmp_path):
     assert parts["sgd_s"] == max(parts["update_s"] - parts["replay_s"], 0.0), parts
     assert parts["sgd_steps_per_update"] == 8, parts  # replay_ratio 0.0625 x 16 steps x 8 envs
     assert "| 1 | 4 |" in proc.stdout
+
+
+@pytest.mark.parametrize("threads, envs", [(1, 16), (3, 16), (4, 16), (64, 16)])
+def test_replay_fields_pass_the_config_check_for_every_thread_count(threads, envs):
+    """4 threads x 16 envs on one learner once failed MuZero's min_fill check (640 needed, 512 given)."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    from bench_muzero import replay_fields
+
+    from agents.muzero import MuZeroConfig
+
+    fields = replay_fields(threads * envs)
+    MuZeroConfig(**fields).check_batch(16, threads * envs)  # raises ConfigError on a bad pair
+    assert fields["min_fill"] >= MuZeroConfig().min_fill and fields["buffer_size"] >= MuZeroConfig().buffer_size
