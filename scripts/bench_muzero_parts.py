@@ -59,8 +59,8 @@ def real_rollout(env, act, params, observation, key, length: int):
     return stack_rollout(steps, ()), observation
 
 
-def time_acting(parts, params, observation, key, repeats: int) -> dict[str, float]:
-    """act_s, inference_s, tree_s (see the module docstring) on `[B]` observations."""
+def time_acting(parts, act, params, observation, key, repeats: int) -> dict[str, float]:
+    """act_s, inference_s, tree_s (see the module docstring) on `[B]` observations; `act`: the jitted `Agent.act`."""
     import jax
     import jax.numpy as jnp
 
@@ -80,9 +80,8 @@ def time_acting(parts, params, observation, key, repeats: int) -> dict[str, floa
         state, values = jax.lax.scan(simulation, root.embedding, actions)
         return jnp.sum(values) + jnp.sum(root.value) + jnp.sum(state)
 
-    act = jax.jit(lambda p, o, k: search.act(cfg, network, p, (), o, k))
     model = jax.jit(model_only)
-    out = {"act_s": median_seconds(lambda: act(params, observation, key), repeats),
+    out = {"act_s": median_seconds(lambda: act(params, (), observation, key), repeats),
            "inference_s": median_seconds(lambda: model(params, observation), repeats)}
     out["tree_s"] = max(out["act_s"] - out["inference_s"], 0.0)
     return out
@@ -162,7 +161,7 @@ def measure_parts(m, quick: bool) -> dict[str, Any]:
     """Acting and learning pieces of MuZero for Measurement `m` (`m.agent_fields`: the config's fields)."""
     import jax
 
-    from agents.muzero.agent import make_parts
+    from agents.muzero.agent import agent_from_parts, make_parts
     from bench_sebulba_measure import agent_config_for
     from envs.adapters.make import make_host_env
     from envs.types import EnvSpec
@@ -173,12 +172,13 @@ def measure_parts(m, quick: bool) -> dict[str, Any]:
         spec = EnvSpec(env.observation_spec(), env.action_spec())
         config = agent_config_for(m)
         parts = make_parts(config, spec, total_updates=1000)
-        agent = config.make_agent(spec, 1000)
+        agent = agent_from_parts(parts)
+        act = jax.jit(agent.act)  # compiled once: the rollout's acting and the timed calls
         key = jax.random.key(m.seed)
         params = agent.init(key, spec).params
         observation = env.reset(m.seed).observation
-        trajectory, observation = real_rollout(env, jax.jit(agent.act), params, observation, key, m.rollout_length)
-        return {**time_acting(parts, params, observation, key, repeats),
+        trajectory, observation = real_rollout(env, act, params, observation, key, m.rollout_length)
+        return {**time_acting(parts, act, params, observation, key, repeats),
                 **time_learning(parts, agent, spec, trajectory, key, repeats), "repeats": repeats}
     finally:
         env.close()

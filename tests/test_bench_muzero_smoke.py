@@ -2,6 +2,7 @@
 env-only ceiling and the pieces timed alone), writes the JSON.
 
 Only checks that the point ran and produced positive numbers and shares that add up; no timing is asserted.
+Also: the replay fields the script gives MuZero pass its config check at every actor-thread count.
 """
 
 import json
@@ -11,7 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from agents.muzero import MuZeroConfig
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_muzero.py"
+sys.path.insert(0, str(SCRIPT.parent))
+from bench_muzero import replay_fields  # noqa: E402  (the scripts folder is not a package)
 
 
 @pytest.mark.timeout(400)
@@ -43,11 +48,6 @@ def test_quick_benchmark_writes_the_point(tmp_path):
 @pytest.mark.parametrize("threads, envs", [(1, 16), (3, 16), (4, 16), (64, 16)])
 def test_replay_fields_pass_the_config_check_for_every_thread_count(threads, envs):
     """4 threads x 16 envs on one learner once failed MuZero's min_fill check (640 needed, 512 given)."""
-    sys.path.insert(0, str(SCRIPT.parent))
-    from bench_muzero import replay_fields
-
-    from agents.muzero import MuZeroConfig
-
     fields = replay_fields(threads * envs)
     MuZeroConfig(**fields).check_batch(16, threads * envs)  # raises ConfigError on a bad pair
     assert fields["min_fill"] >= MuZeroConfig().min_fill and fields["buffer_size"] >= MuZeroConfig().buffer_size

@@ -97,7 +97,7 @@ def make_network(config: MuZeroConfig, env_spec: EnvSpec) -> MuZeroNetwork:
 
 def make_parts(config: MuZeroConfig, env_spec: EnvSpec, total_updates: int) -> MuZeroParts:
     """What the agent's functions close over, for `env_spec` (discrete actions) and a run of
-    `total_updates` updates (scripts/bench_muzero_parts.py times the pieces with it)."""
+    `total_updates` updates."""
     total_updates = check_total_updates(total_updates)
     network = make_network(config, env_spec)
     optimizer, schedule = per_update_optimizer(config, total_updates)
@@ -107,7 +107,11 @@ def make_parts(config: MuZeroConfig, env_spec: EnvSpec, total_updates: int) -> M
 
 def make_agent(config: MuZeroConfig, env_spec: EnvSpec, total_updates: int) -> Agent:
     """The MuZero agent for `env_spec` (discrete actions); `total_updates` updates make the run."""
-    parts = make_parts(config, env_spec, total_updates)
+    return agent_from_parts(make_parts(config, env_spec, total_updates))
+
+
+def agent_from_parts(parts: MuZeroParts) -> Agent:
+    """The agent whose functions close over `parts` (scripts/bench_muzero_parts.py times both)."""
     config, network = parts.config, parts.network
     return Agent(
         init=functools.partial(_init, parts),
