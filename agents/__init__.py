@@ -1,16 +1,16 @@
 """Reinforcement-learning algorithms for podrl, and the registry that names them.
 
-Each algorithm lives in its own package (`agents.ppo`, `agents.impala`, ...) with
+Each algorithm lives in its own package (`podrl.agents.ppo`, `podrl.agents.impala`, ...) with
 `config.py`, `losses.py` and `agent.py`, and talks to the runtime only through
-`podrl.types.Agent`. Shared pieces: the actor-critic networks and action
-distributions in `agents.networks`, the recurrent cores (LSTM, GRU) in `agents.cores`
-and their learner re-unroll in `agents.unroll`, return estimators (GAE, V-trace) in
-`agents.returns`, the actor-critic agent plumbing (init, acting, optimizer,
-SGD step) in `agents.actor_critic`, the value-based one (Q network, epsilon-greedy
-acting, params carrying epsilon) in `agents.q_learning`, the continuous-control one (SAC, TD3:
-twin critic, action bounds, warm-up) in `agents.continuous`, the replay in `agents.replay` and
-`agents.off_policy`, config field checks in
-`agents.config_checks`.
+`podrl.core.types.Agent`. Shared pieces: the actor-critic networks and action
+distributions in `podrl.agents.networks`, the recurrent cores (LSTM, GRU) in `podrl.agents.cores`
+and their learner re-unroll in `podrl.agents.unroll`, return estimators (GAE, V-trace) in
+`podrl.agents.returns`, the actor-critic agent plumbing (init, acting, optimizer,
+SGD step) in `podrl.agents.actor_critic`, the value-based one (Q network, epsilon-greedy
+acting, params carrying epsilon) in `podrl.agents.q_learning`, the continuous-control one (SAC, TD3:
+twin critic, action bounds, warm-up) in `podrl.agents.continuous`, the replay in `podrl.agents.replay` and
+`podrl.agents.off_policy`, config field checks in
+`podrl.agents.config_checks`.
 
 `AGENTS` is the one table of agents: the training CLIs build their `agent:<name>`
 subcommands from it, and checkpoints name their agent by config class
@@ -23,19 +23,19 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
-from agents.dqn.config import DQNConfig
-from agents.impala.config import ImpalaConfig
-from agents.muzero.config import MuZeroConfig
-from agents.pqn.config import PQNConfig
-from agents.ppo.config import PPOConfig
-from agents.sac.config import SACConfig
-from agents.td3.config import TD3Config
+from podrl.agents.dqn.config import DQNConfig
+from podrl.agents.impala.config import ImpalaConfig
+from podrl.agents.muzero.config import MuZeroConfig
+from podrl.agents.pqn.config import PQNConfig
+from podrl.agents.ppo.config import PPOConfig
+from podrl.agents.sac.config import SACConfig
+from podrl.agents.td3.config import TD3Config
 
 
 class AgentEntry(NamedTuple):
     """One registered agent."""
 
-    config: type  # a frozen dataclass implementing `podrl.types.AgentConfig`
+    config: type  # a frozen dataclass implementing `podrl.core.types.AgentConfig`
     description: str  # one line, shown by the CLI's --help
 
 

@@ -2,15 +2,15 @@
 
 An agent module supplies only what is its own: `make_loss_fn(config, network)` and
 `update(parts, train_state, trajectory [T, B], key)`; `actor_critic_agent` builds the
-`podrl.types.Agent` around them, with `make_optimizer`'s optimizer and the `ActorCritic`
-network of `agents.networks` (the config's `torso`,
+`podrl.core.types.Agent` around them, with `make_optimizer`'s optimizer and the `ActorCritic`
+network of `podrl.agents.networks` (the config's `torso`,
 `shared_torso`, `hidden_sizes`, `activation`), or with the config's `core` ("lstm",
-"gru") the `agents.cores.RecurrentActorCritic`, whose core state is the actor state
+"gru") the `podrl.agents.cores.RecurrentActorCritic`, whose core state is the actor state
 (`[B, core_size]`, a `(c, h)` pair for lstm; `()` without a core), and `act` extras
 "log_prob" `[B]` and "value" `[B]`. `sgd_step` and `finish_update` are the first and
 last pieces of an `update`; they read only `config`, `optimizer`, `learning_rate`,
 `grad_fn` and `hyperparams` of their parts, so the value-based agents
-(`agents.q_learning.QParts`) use them too.
+(`podrl.agents.q_learning.QParts`) use them too.
 
 Swept hyperparameters are an explicit input: an update starts with `for_member(parts,
 train_state)`, whose `parts.hyperparams` (the config's `HYPERPARAMS` NamedTuple, from
@@ -28,12 +28,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from agents.cores import initial_actor_state
-from agents.networks import ActionDistribution, ActorCritic, action_distribution, make_network
-from agents.unroll import act_step
-from envs.types import EnvSpec
-from podrl.parallel import learner_value_and_grad, mean_across_learners
-from podrl.types import Agent, Metrics, TrainState, Trajectory
+from podrl.agents.cores import initial_actor_state
+from podrl.agents.networks import ActionDistribution, ActorCritic, action_distribution, make_network
+from podrl.agents.unroll import act_step
+from podrl.envs.types import EnvSpec
+from podrl.core.parallel import learner_value_and_grad, mean_across_learners
+from podrl.core.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
 
@@ -56,7 +56,7 @@ class Parts(NamedTuple):
     one update uses (`for_member`)."""
 
     config: Any  # the agent's frozen config, an `ActorCriticConfig`
-    network: ActorCritic  # or agents.cores.RecurrentActorCritic (config.core)
+    network: ActorCritic  # or podrl.agents.cores.RecurrentActorCritic (config.core)
     dist: ActionDistribution
     optimizer: optax.GradientTransformation
     learning_rate: Callable[[Array], Array]  # optimizer step count -> step size
@@ -124,7 +124,7 @@ def clipped_flat_optimizer(max_grad_norm: float, base: optax.GradientTransformat
 def make_optimizer(config: Any, total_updates: int, num_params: int | None = None,
                    learning_rate: Array | float | None = None,
                    max_grad_norm: Array | float | None = None) -> tuple[optax.GradientTransformation, Any]:
-    """`(optimizer, schedule)` of an `agents.config_base.OptimizerConfig`: global-norm clip then
+    """`(optimizer, schedule)` of an `podrl.agents.config_base.OptimizerConfig`: global-norm clip then
     its optimizer (`config.optimizer_args()`: Adam or RMSProp), flattened for small models
     (`num_params`, see `clipped_flat_optimizer`), the step size annealed over
     `config.num_optimizer_steps(total_updates)` (`lr_schedule`). `learning_rate` and

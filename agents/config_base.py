@@ -3,12 +3,12 @@
 - `OptimizerConfig`: step size, its linear anneal and the global-norm clip; `AdamConfig` adds
   Adam's epsilon (`--agent.adam-eps`, from `AdamEpsConfig`, which SAC / TD3 share), `OptimizerChoiceConfig` the choice of Adam or RMSProp
   (`--agent.optimizer`, `--agent.optimizer-eps`, `--agent.rmsprop-eps-in-sqrt`).
-  `agents.actor_critic.make_optimizer` builds the optax optimizer of either.
+  `podrl.agents.actor_critic.make_optimizer` builds the optax optimizer of either.
 - `EpochsConfig`: `num_epochs` passes of `num_minibatches` shuffled minibatches per update.
-- `ObsNormConfig`: `--agent.normalize-observations` and its clip (`agents.obs_norm`).
+- `ObsNormConfig`: `--agent.normalize-observations` and its clip (`podrl.agents.obs_norm`).
 - `AgentConfigBase`: the lazy `make_agent` trampoline (`AGENT_MODULE`) and the population
   declarations: `SWEEPABLE` ({field: (low, high)}), `HYPERPARAMS` (the NamedTuple of the swept
-  values `update` receives, see `agents.actor_critic.hyperparams_for`) and `SHAPE_FIELDS`.
+  values `update` receives, see `podrl.agents.actor_critic.hyperparams_for`) and `SHAPE_FIELDS`.
   `check_sweepable` refuses, at construction, a sweepable field that cannot be an array.
 
 An agent config inherits these and states only its own defaults: a subclass redeclares a
@@ -21,11 +21,11 @@ import dataclasses
 import importlib
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from podrl.errors import ConfigError, require_bool, require_choice, require_int, require_number
+from podrl.core.errors import ConfigError, require_bool, require_choice, require_int, require_number
 
 if TYPE_CHECKING:
-    from envs.types import EnvSpec
-    from podrl.types import Agent
+    from podrl.envs.types import EnvSpec
+    from podrl.core.types import Agent
 
 OPTIMIZERS = ("adam", "rmsprop")
 """Names accepted by `OptimizerChoiceConfig.optimizer`."""
@@ -151,7 +151,7 @@ class EpochsConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ObsNormConfig:
-    """Observation normalisation by running statistics (`agents.obs_norm`), for any agent."""
+    """Observation normalisation by running statistics (`podrl.agents.obs_norm`), for any agent."""
 
     normalize_observations: bool = False
     """Standardise observations by their running mean / variance (kept with the params, averaged over learners) in act and in the loss."""
@@ -164,10 +164,10 @@ class ObsNormConfig:
         require_number(self, "obs_norm_clip", low=0.0, low_open=True)
 
     def with_obs_norm(self, agent: Agent) -> Agent:
-        """`agent` wrapped by `agents.obs_norm.with_observation_norm` when normalize_observations, else itself."""
+        """`agent` wrapped by `podrl.agents.obs_norm.with_observation_norm` when normalize_observations, else itself."""
         if not self.normalize_observations:
             return agent
-        from agents.obs_norm import with_observation_norm
+        from podrl.agents.obs_norm import with_observation_norm
 
         return with_observation_norm(agent, self.obs_norm_clip)
 
@@ -179,7 +179,7 @@ class AgentConfigBase:
     AGENT_MODULE: ClassVar[str] = ""
     """The module whose `make_agent(config, env_spec, total_updates)` builds the agent (imported on use)."""
     SWEEPABLE: ClassVar[dict[str, tuple[float, float]]] = {}
-    """Fields a population may sweep (`podrl.population`): {field: (low, high)}; update reads them as arrays."""
+    """Fields a population may sweep (`podrl.core.population`): {field: (low, high)}; update reads them as arrays."""
     HYPERPARAMS: ClassVar[type | None] = None
     """The NamedTuple whose fields are SWEEPABLE's: what the loss and optimizer read per member."""
     SHAPE_FIELDS: ClassVar[tuple[str, ...]] = ()

@@ -14,26 +14,26 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from agents.config_base import AdamEpsConfig
-from podrl.errors import ConfigError, is_int, require_bool, require_choice, require_int, require_number
+from podrl.agents.config_base import AdamEpsConfig
+from podrl.core.errors import ConfigError, is_int, require_bool, require_choice, require_int, require_number
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
-"""Names accepted by an agent config's `activation` (functions in `jax.nn`, see `agents.torsos`)."""
+"""Names accepted by an agent config's `activation` (functions in `jax.nn`, see `podrl.agents.torsos`)."""
 
 TORSOS = ("mlp", "nature_cnn", "impala_resnet", "minatar_cnn")
-"""Names accepted by an agent config's `torso` (modules in `agents.torsos`)."""
+"""Names accepted by an agent config's `torso` (modules in `podrl.agents.torsos`)."""
 
 PIXEL_TORSOS = ("nature_cnn", "impala_resnet", "minatar_cnn")
 """The image (CNN) torsos; they share one torso between policy and value by default."""
 
 CORES = ("none", "lstm", "gru")
-"""Names accepted by an agent config's `core` (the recurrent cores of `agents.cores`)."""
+"""Names accepted by an agent config's `core` (the recurrent cores of `podrl.agents.cores`)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class NetworkConfig:
-    """The actor-critic network: a torso (`agents.torsos`), an optional recurrent core
-    (`agents.cores`) and policy / value heads (`agents.networks`)."""
+    """The actor-critic network: a torso (`podrl.agents.torsos`), an optional recurrent core
+    (`podrl.agents.cores`) and policy / value heads (`podrl.agents.networks`)."""
 
     torso: str = "mlp"
     """Observation encoder: mlp, nature_cnn (Atari, Mnih et al. 2015), impala_resnet (Espeholt et al. 2018) or minatar_cnn (Young & Tian 2019); CNNs scale uint8 pixels to [0, 1] inside the network."""
@@ -86,8 +86,8 @@ def check_mlp_fields(config) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class QNetworkConfig:
-    """The Q network of the value-based agents: a torso (`agents.torsos`) and a linear Q head
-    `[..., num_actions]` (`agents.q_learning.QNetwork`); feed-forward, no recurrent core."""
+    """The Q network of the value-based agents: a torso (`podrl.agents.torsos`) and a linear Q head
+    `[..., num_actions]` (`podrl.agents.q_learning.QNetwork`); feed-forward, no recurrent core."""
 
     torso: str = "mlp"
     """Observation encoder: mlp, nature_cnn (Atari), impala_resnet or minatar_cnn (MinAtar); CNNs scale uint8 pixels to [0, 1] inside the network."""
@@ -109,7 +109,7 @@ def check_q_network_fields(config: QNetworkConfig) -> None:
 class EpsilonConfig:
     """The epsilon-greedy exploration schedule of the value-based agents: epsilon decays
     linearly from `epsilon_start` to `epsilon_end` over the first `epsilon_decay_fraction`
-    of the run's updates, then stays at `epsilon_end` (`agents.q_learning.epsilon_schedule`)."""
+    of the run's updates, then stays at `epsilon_end` (`podrl.agents.q_learning.epsilon_schedule`)."""
 
     epsilon_start: float = 1.0
     """Probability of a uniformly random action at the first update, in [0, 1]."""
@@ -129,8 +129,8 @@ def check_epsilon_fields(config: EpsilonConfig) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class ReplayConfig:
-    """A replay ring buffer per learner shard (`agents.replay`), filled with each update's rollout
-    and sampled by `replay_ratio` gradient steps per env step (`agents.off_policy`)."""
+    """A replay ring buffer per learner shard (`podrl.agents.replay`), filled with each update's rollout
+    and sampled by `replay_ratio` gradient steps per env step (`podrl.agents.off_policy`)."""
 
     memory_field: ClassVar[str] = "buffer_size"
     """The field that sets the per-learner-shard state's size (named by the layouts' memory check)."""
@@ -173,11 +173,11 @@ def check_fill_field(config: ReplayConfig, name: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class ContinuousControlConfig(ReplayConfig, AdamEpsConfig):
-    """The fields SAC and TD3 share (`agents.continuous`): replay, warm-up, targets, networks and
+    """The fields SAC and TD3 share (`podrl.agents.continuous`): replay, warm-up, targets, networks and
     the optimizer block. Defaults: CleanRL's `sac_continuous_action.py` / `td3_continuous_action.py`
     (Huang et al. 2022, JMLR 23(274)) for MuJoCo, but for the warm-up, which each agent sets.
 
-    The optimizer block is not an `agents.config_base.OptimizerConfig`: the actor and the twin
+    The optimizer block is not an `podrl.agents.config_base.OptimizerConfig`: the actor and the twin
     critics each have their own Adam step size (`actor_learning_rate`, `critic_learning_rate`;
     SAC's temperature a third), constant over the run (no `anneal_lr`: CleanRL's SAC / TD3 do not
     anneal), so one `learning_rate` would not fit. What is shared is Adam's epsilon

@@ -13,14 +13,14 @@ do; the SAC log-density and its target entropy -A are those of `u`).
 `warmup` is 1 while the rollout these params act for is one of the first `warmup_steps`
 transitions of each learner shard (uniform random actions in the box, no gradient steps
 yet), else 0; `init` writes the first value and each `update` the next one, as the
-value-based agents' epsilon travels (`agents.q_learning`). The critics, the target networks,
+value-based agents' epsilon travels (`podrl.agents.q_learning`). The critics, the target networks,
 the optimizer states and SAC's temperature stay on the learners (`ContinuousLearnerState`).
 
 **Update.** `update` adds the shard's `[T, B]` rollout to its replay buffer as 1-step
 transitions, then (once it holds `warmup_steps`) scans `round(replay_ratio * T * B)`
 gradient steps of the agent's own `sgd_step(buffer, (actor params, learner state), key)`
-(`agents.off_policy.replay_and_learn`). Every gradient goes through
-`podrl.parallel.learner_value_and_grad` and `optax.apply_updates` (`optimizer_step`).
+(`podrl.agents.off_policy.replay_and_learn`). Every gradient goes through
+`podrl.core.parallel.learner_value_and_grad` and `optax.apply_updates` (`optimizer_step`).
 Nothing here mentions devices, threads or layouts.
 """
 
@@ -37,22 +37,22 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from agents import replay
-from agents.actor_critic import base_optimizer, clipped_flat_optimizer
-from agents.networks import Tower
-from agents.off_policy import replay_and_learn
-from agents.torsos import flatten_obs
-from envs.types import EnvSpec
-from podrl.errors import ConfigError
-from podrl.parallel import learner_value_and_grad
-from podrl.types import Agent, Metrics, TrainState, Trajectory
+from podrl.agents import replay
+from podrl.agents.actor_critic import base_optimizer, clipped_flat_optimizer
+from podrl.agents.networks import Tower
+from podrl.agents.off_policy import replay_and_learn
+from podrl.agents.torsos import flatten_obs
+from podrl.envs.types import EnvSpec
+from podrl.core.errors import ConfigError
+from podrl.core.parallel import learner_value_and_grad
+from podrl.core.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
 
 
 class TwinCritic(nn.Module):
     """`(observation [..., *obs], u [..., A]) -> Q [..., num_critics]`: `num_critics` independent
-    `agents.networks.Tower`s (an MLP torso and a linear head, params `q0`, `q1`, ...) over the
+    `podrl.agents.networks.Tower`s (an MLP torso and a linear head, params `q0`, `q1`, ...) over the
     concatenated flattened observation and normalized action (Fujimoto et al. 2018's twin critics)."""
 
     obs_shape: tuple[int, ...]

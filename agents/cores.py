@@ -1,10 +1,10 @@
 """Recurrent actor-critic: torso -> recurrent core (LSTM or GRU) -> policy and value heads.
 
-The core sits between one shared torso (`agents.torsos`) and the two linear heads of
-`agents.networks.ActorCritic` (policy gain 0.01, value gain 1.0). Its state, the *carry*, is
-the agent's `actor_state` (`podrl.types`): the actor carries it from step to step, the
+The core sits between one shared torso (`podrl.agents.torsos`) and the two linear heads of
+`podrl.agents.networks.ActorCritic` (policy gain 0.01, value gain 1.0). Its state, the *carry*, is
+the agent's `actor_state` (`podrl.core.types`): the actor carries it from step to step, the
 layouts reset a row to `zero_carry` where its episode ended, and the learner re-unrolls the
-core over a trajectory from `Trajectory.actor_state` (`agents.unroll`).
+core over a trajectory from `Trajectory.actor_state` (`podrl.agents.unroll`).
 
 Carry layout, `B` rows of width `H = core_size`, float32 zeros at the start of an episode:
 
@@ -23,14 +23,14 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from agents.torsos import make_torso
+from podrl.agents.torsos import make_torso
 
 Array = jax.Array
 Carry = Any  # (c [B, H], h [B, H]) for lstm, h [B, H] for gru
 DistParams = Any  # logits, or (mean, log_std)
 
 CELLS = {"lstm": nn.OptimizedLSTMCell, "gru": nn.GRUCell}
-"""Core name -> flax cell (`agents.config_checks.CORES` minus "none")."""
+"""Core name -> flax cell (`podrl.agents.config_checks.CORES` minus "none")."""
 
 
 def dist_params_from(out: Array, discrete: bool, action_shape: tuple[int, ...], log_std: Array | None) -> DistParams:
@@ -48,7 +48,7 @@ def zero_carry(core: str, core_size: int, batch_size: int) -> Carry:
 
 
 class ActorCriticFields(nn.Module):
-    """The attributes of both actor-critic networks (this and `agents.networks.ActorCritic`):
+    """The attributes of both actor-critic networks (this and `podrl.agents.networks.ActorCritic`):
     the env's observation / action shapes and the torso settings."""
 
     obs_shape: tuple[int, ...]
@@ -65,7 +65,7 @@ class RecurrentActorCritic(ActorCriticFields):
 
     `__call__(observation [B, *obs], carry)` is one acting step and returns
     `(dist_params, value [B], carry)`; `carry=None` starts from zeros (used by `init`).
-    `features`, `core_step` and `heads` are its three stages, which `agents.unroll` runs
+    `features`, `core_step` and `heads` are its three stages, which `podrl.agents.unroll` runs
     over a whole `[T, B]` trajectory (the torso and heads batched, the core scanned).
     """
 

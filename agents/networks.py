@@ -1,10 +1,10 @@
-"""Actor-critic networks (heads over `agents.torsos`) and action distributions shared by all
+"""Actor-critic networks (heads over `podrl.agents.torsos`) and action distributions shared by all
 agents (PPO, IMPALA).
 
 `ActorCritic` maps observations through a torso to distribution parameters (the policy
 head) and a scalar value (the value head), with one shared torso or separate actor and
 critic torsos (the CleanRL / PureJaxRL MLP layout, the default for `mlp`). With a
-recurrent core (`core="lstm"|"gru"`) `make_network` builds `agents.cores.RecurrentActorCritic`
+recurrent core (`core="lstm"|"gru"`) `make_network` builds `podrl.agents.cores.RecurrentActorCritic`
 instead: shared torso -> core -> the same two heads.
 Distributions are plain arrays plus pure functions (no distrax):
 
@@ -25,10 +25,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from agents.config_checks import PIXEL_TORSOS
-from agents.cores import ActorCriticFields, RecurrentActorCritic, dist_params_from
-from agents.torsos import check_torso, flatten_obs, make_torso, mlp_layers
-from envs.types import EnvSpec
+from podrl.agents.config_checks import PIXEL_TORSOS
+from podrl.agents.cores import ActorCriticFields, RecurrentActorCritic, dist_params_from
+from podrl.agents.torsos import check_torso, flatten_obs, make_torso, mlp_layers
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 DistParams = Any  # logits, or (mean, log_std)
@@ -145,7 +145,7 @@ class Tower(nn.Module):
 
 
 class ActorCritic(ActorCriticFields):
-    """Policy and value over observations `[..., *obs_shape]`, from a torso (`agents.torsos`).
+    """Policy and value over observations `[..., *obs_shape]`, from a torso (`podrl.agents.torsos`).
 
     `__call__` returns `(dist_params, value [...])`; `value` computes the value only. With
     `shared_torso` one torso (params `torso`) feeds the `policy_head` and the `value_head`;
@@ -187,11 +187,11 @@ def make_network(env_spec: EnvSpec, hidden_sizes: Sequence[int], activation: str
                  torso: str = "mlp", shared_torso: bool | None = None, core: str = "none",
                  core_size: int = 128) -> ActorCritic | RecurrentActorCritic:
     """The `ActorCritic` for `env_spec`'s observation and action specs, or with a `core`
-    ("lstm", "gru") the `agents.cores.RecurrentActorCritic` (always one shared torso).
+    ("lstm", "gru") the `podrl.agents.cores.RecurrentActorCritic` (always one shared torso).
 
     `shared_torso=None` shares the torso for the CNN torsos and not for `mlp`; with a core the
     torso is always shared (the configs refuse `shared_torso=False` there). ConfigError
-    ("torso") if the torso cannot read `env_spec`'s observations (`agents.torsos.check_torso`).
+    ("torso") if the torso cannot read `env_spec`'s observations (`podrl.agents.torsos.check_torso`).
     """
     obs_shape = tuple(int(d) for d in env_spec.observation.shape)
     check_torso(torso, obs_shape)

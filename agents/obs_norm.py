@@ -3,7 +3,7 @@
 `RunningStats` holds the count-weighted moments of every observation a learner has seen;
 `update_stats` folds in a batch with the parallel update of Chan, Golub & LeVeque (1979)
 (Welford's online update for a batch instead of one sample), and `normalize` standardises
-and clips. All three are pure; `with_observation_norm` wraps any `podrl.types.Agent` so that:
+and clips. All three are pure; `with_observation_norm` wraps any `podrl.core.types.Agent` so that:
 
 * the statistics travel *with the params* (`{"agent": inner params, "obs_norm": RunningStats}`),
   as DESIGN.md has it for what actors need beyond the weights: the layouts publish params
@@ -14,7 +14,7 @@ and clips. All three are pure; `with_observation_norm` wraps any `podrl.types.Ag
   statistics the actors used, hands it to the inner `update` (so the loss sees what `act`
   saw: PPO's probability ratio starts at 1), then folds the trajectory into the statistics
   for the next round. The batch moments are averaged across learner shards with
-  `podrl.parallel.mean_across_learners` (every shard holds a batch of the same size), so the
+  `podrl.core.parallel.mean_across_learners` (every shard holds a batch of the same size), so the
   statistics are identical on every shard, like the params.
 
 The statistics are never a gradient target: they bypass the optimizer, and `inner.update`
@@ -32,8 +32,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from podrl.parallel import mean_across_learners
-from podrl.types import Agent, Metrics, TrainState, Trajectory
+from podrl.core.parallel import mean_across_learners
+from podrl.core.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
 

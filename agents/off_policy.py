@@ -25,10 +25,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents import replay
-from agents.actor_critic import base_optimizer, clipped_flat_optimizer, lr_schedule
-from podrl.parallel import mean_across_learners, vary_like
-from podrl.types import Metrics
+from podrl.agents import replay
+from podrl.agents.actor_critic import base_optimizer, clipped_flat_optimizer, lr_schedule
+from podrl.core.parallel import mean_across_learners, vary_like
+from podrl.core.types import Metrics
 
 Array = jax.Array
 SGDStep = Callable[[replay.ReplayBuffer, Any, Array], tuple[Any, Metrics]]

@@ -11,12 +11,12 @@ next rollout. Both layouts publish params to their actors after each update, so 
 always act with the epsilon of the params version they hold; no layout knows about it. The
 optimizer state covers only `params["network"]` (gradients are taken w.r.t. the network
 only, see `QParts.grad_fn`), and every update goes through `optax.apply_updates`
-(`agents.actor_critic.sgd_step`). Evaluation uses `act_greedy` (no epsilon).
+(`podrl.agents.actor_critic.sgd_step`). Evaluation uses `act_greedy` (no epsilon).
 
 An agent module supplies its `make_optimizer`, `make_loss_fn(config, network)` and
 `update(parts, train_state, trajectory [T, B], key)`; `q_agent` builds the
-`podrl.types.Agent` around them (compare `agents.actor_critic.actor_critic_agent`).
-The config inherits `QNetworkConfig` and `EpsilonConfig` (`agents.config_checks`).
+`podrl.core.types.Agent` around them (compare `podrl.agents.actor_critic.actor_critic_agent`).
+The config inherits `QNetworkConfig` and `EpsilonConfig` (`podrl.agents.config_checks`).
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents.actor_critic import check_total_updates, count_params
-from agents.config_checks import (
+from podrl.agents.actor_critic import check_total_updates, count_params
+from podrl.agents.config_checks import (
     EpsilonConfig, QNetworkConfig, check_epsilon_fields, check_q_network_fields,
 )
-from agents.torsos import check_torso, make_torso
-from envs.types import EnvSpec
-from podrl.errors import ConfigError
-from podrl.types import Agent, Metrics, TrainState, Trajectory
+from podrl.agents.torsos import check_torso, make_torso
+from podrl.envs.types import EnvSpec
+from podrl.core.errors import ConfigError
+from podrl.core.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
 
@@ -107,7 +107,7 @@ def epsilon_greedy(key: Array, q: Array, epsilon: Array) -> Array:
 
 class QParts(NamedTuple):
     """What a value-based agent's pure functions close over (static Python objects); the field
-    names `config`, `optimizer`, `learning_rate`, `grad_fn` are those `agents.actor_critic`'s
+    names `config`, `optimizer`, `learning_rate`, `grad_fn` are those `podrl.agents.actor_critic`'s
     `sgd_step` and `finish_update` read, so both apply here (on `params["network"]`)."""
 
     config: Any  # the agent's frozen config: QNetworkConfig + EpsilonConfig + num_optimizer_steps

@@ -29,8 +29,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from envs.types import EnvSpec
-from podrl.types import Trajectory
+from podrl.envs.types import EnvSpec
+from podrl.core.types import Trajectory
 
 Array = jax.Array
 

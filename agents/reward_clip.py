@@ -2,7 +2,7 @@
 
 Atari agents clip rewards to [-1, 1] (Mnih et al. 2015) in the learner: the env
 reports raw game rewards, and the logged `episode_return` stays the game score.
-The clip is applied where rewards enter GAE / V-trace (`agents.returns.learner_rewards`),
+The clip is applied where rewards enter GAE / V-trace (`podrl.agents.returns.learner_rewards`),
 before the agent's `reward_scale`.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from podrl.errors import require_number
+from podrl.core.errors import require_number
 
 
 @dataclasses.dataclass(frozen=True)

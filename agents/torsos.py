@@ -1,6 +1,6 @@
 """Torsos: observations `[..., *obs_shape]` -> features `[..., F]`, shared by the actor-critic agents.
 
-An agent config names its torso (`torso`, one of `TORSOS` in `agents.config_checks`):
+An agent config names its torso (`torso`, one of `TORSOS` in `podrl.agents.config_checks`):
 
 - `mlp`: flatten, then Dense + activation per `hidden_sizes` (the CleanRL / PureJaxRL MLP), with
   `layer_norm` a LayerNorm between each Dense and its activation (PQN, Gallici et al. 2024);
@@ -16,8 +16,8 @@ An agent config names its torso (`torso`, one of `TORSOS` in `agents.config_chec
 
 The CNN torsos are the papers' fixed architectures (ReLU; `hidden_sizes` and `activation`
 configure the `mlp` torso only). All layers use orthogonal init with gain sqrt(2), zero biases.
-Their convolutions are `agents.conv.Conv` (`flax.linen.Conv`'s parameters), whose gradient
-avoids XLA:CPU's slow convolution gradients inside the learners' loops (see `agents.conv`).
+Their convolutions are `podrl.agents.conv.Conv` (`flax.linen.Conv`'s parameters), whose gradient
+avoids XLA:CPU's slow convolution gradients inside the learners' loops (see `podrl.agents.conv`).
 
 Pixels: observations of dtype uint8 are cast to float32 and scaled to [0, 1] here, inside the
 network (they travel as uint8 everywhere else); bool (gymnax MinAtar) and other dtypes are cast
@@ -36,9 +36,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from agents.config_checks import PIXEL_TORSOS
-from agents.conv import Conv
-from podrl.errors import ConfigError
+from podrl.agents.config_checks import PIXEL_TORSOS
+from podrl.agents.conv import Conv
+from podrl.core.errors import ConfigError
 
 Array = jax.Array
 

@@ -1,7 +1,7 @@
 """The network over a time-major trajectory, feed-forward or recurrent: what the PPO and
 IMPALA learners (and acting) call instead of `network.apply`.
 
-Recurrent networks (`agents.cores.RecurrentActorCritic`) are re-unrolled from the carry
+Recurrent networks (`podrl.agents.cores.RecurrentActorCritic`) are re-unrolled from the carry
 the actor had before step 0 (`Trajectory.actor_state`, `[B, ...]`), with the layouts'
 reset rule: the carry used at step t is
 
@@ -37,9 +37,9 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from agents.cores import Carry, DistParams, RecurrentActorCritic, is_recurrent, zero_carry
-from agents.networks import ActorCritic
-from podrl.types import Trajectory, reset_finished_actor_state
+from podrl.agents.cores import Carry, DistParams, RecurrentActorCritic, is_recurrent, zero_carry
+from podrl.agents.networks import ActorCritic
+from podrl.core.types import Trajectory, reset_finished_actor_state
 
 Array = jax.Array
 Network = Any  # ActorCritic | RecurrentActorCritic

@@ -10,7 +10,7 @@ constant, angles wrapped to [-pi, pi] and velocities clipped to
 -1, 0, +1 (no torque noise, as in gymnasium's default). Reward is -1 per step
 and 0 on the step that reaches the goal, -cos(t1) - cos(t1 + t2) > 1, which
 terminates the episode. Reset draws all four state variables from
-U(-0.1, 0.1). The 500-step time limit is added by `envs.make("Acrobot-v1")`.
+U(-0.1, 0.1). The 500-step time limit is added by `podrl.envs.make("Acrobot-v1")`.
 Computation is float32 (gymnasium uses float64).
 """
 
@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
 
-from envs.types import Array, PRNGKey, TimeStep, restart, transition
+from podrl.envs.types import Array, PRNGKey, TimeStep, restart, transition
 
 
 class AcrobotState(NamedTuple):

@@ -1,6 +1,6 @@
 """Brax environments as podrl `JaxEnv`s: `brax:<env>`, for the Anakin layout.
 
-Names (accepted by `envs.make`, `envs.registry.check_name` and, stepped on the host for
+Names (accepted by `podrl.envs.make`, `podrl.envs.registry.check_name` and, stepped on the host for
 Sebulba, as `jax:brax:<env>`)::
 
     brax:inverted_pendulum                        the default backend (DEFAULT_BACKEND)
@@ -38,10 +38,10 @@ import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
 
-from envs.gymnax import parse_name
-from envs.registry import UnknownEnvError
-from envs.types import LAST, ActionSpec, Array, ObservationSpec, PRNGKey, TimeStep, restart, transition
-from envs.wrappers import TimeLimit
+from podrl.envs.gymnax import parse_name
+from podrl.envs.registry import UnknownEnvError
+from podrl.envs.types import LAST, ActionSpec, Array, ObservationSpec, PRNGKey, TimeStep, restart, transition
+from podrl.envs.wrappers import TimeLimit
 
 PREFIX = "brax"
 BACKENDS = ("generalized", "positional", "spring", "mjx")
@@ -55,12 +55,12 @@ class BraxEnv:
     """A raw brax env (no wrappers) as a podrl `JaxEnv`; state: brax's `State` pytree.
 
     No time limit and no auto-reset: `make` adds `envs.TimeLimit`, the layouts
-    `envs.wrap_for_training`. Every timestep's extras hold "truncated" (bool `[]`).
+    `podrl.envs.wrap_for_training`. Every timestep's extras hold "truncated" (bool `[]`).
     """
 
     shard_map_check_vma = False
     """Brax's pipelines start loop carries from constants, and under vmapped seeds some state leaves
-    trip shard_map's varying-value check (as gymnax's do, `envs.gymnax`): Anakin maps them with it off."""
+    trip shard_map's varying-value check (as gymnax's do, `podrl.envs.gymnax`): Anakin maps them with it off."""
 
     def __init__(self, env: Any, name: str):
         self.env, self.name = env, name
@@ -94,7 +94,7 @@ def is_brax_name(name: str) -> bool:
 
 
 def _import_brax_envs():
-    from envs.adapters.optional import import_optional
+    from podrl.envs.adapters.optional import import_optional
 
     return import_optional("brax.envs", "brax", "brax", "brax>=0.12")
 

@@ -6,7 +6,7 @@ solve difficult learning control problems": same constants, explicit Euler
 integration with tau = 0.02 s, termination when |x| > 2.4 or |theta| > 12
 degrees, reward 1 on every step including the terminating one, and a reset
 state drawn from U(-0.05, 0.05)^4. The 500-step time limit is not part of the
-env; `envs.make("CartPole-v1")` adds it. Computation is float32 (gymnasium uses
+env; `podrl.envs.make("CartPole-v1")` adds it. Computation is float32 (gymnasium uses
 float64), so trajectories agree closely but not bit for bit.
 """
 
@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
 
-from envs.types import Array, PRNGKey, TimeStep, restart, transition
+from podrl.envs.types import Array, PRNGKey, TimeStep, restart, transition
 
 
 class CartPoleState(NamedTuple):

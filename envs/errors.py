@@ -1,8 +1,8 @@
-"""The errors envs raise for bad input; `podrl.errors` re-exports these same classes.
+"""The errors envs raise for bad input; `podrl.core.errors` re-exports these same classes.
 
 Envs import neither podrl nor agents (CONTRIBUTING.md), yet an env adapter must raise the
 errors the training scripts report as one message (exit status 2). So the two classes
-live here, and `podrl.errors` imports them: one class each, so every `except` on either
+live here, and `podrl.core.errors` imports them: one class each, so every `except` on either
 name catches both.
 """
 

@@ -1,7 +1,7 @@
 """gymnax and Craftax environments as podrl `JaxEnv`s: `gymnax:<id>` and `craftax:<id>`.
 
-Names (accepted by `envs.make`, `envs.registry.check_name` and, for Sebulba, by
-`envs.adapters.make_host_env` as they are or after `jax:`)::
+Names (accepted by `podrl.envs.make`, `podrl.envs.registry.check_name` and, for Sebulba, by
+`podrl.envs.adapters.make_host_env` as they are or after `jax:`)::
 
     gymnax:Breakout-MinAtar                      any id in gymnax.registered_envs
     craftax:Craftax-Classic-Symbolic-v1          Craftax-{Classic-,}{Symbolic,Pixels}-v1
@@ -9,7 +9,7 @@ Names (accepted by `envs.make`, `envs.registry.check_name` and, for Sebulba, by
 
 Both suites follow the gymnax API (`reset_env(key, params)`,
 `step_env(key, state, action, params)`, `default_params`). `GymnaxEnv` calls
-those, never gymnax's auto-resetting `step`: `envs.wrap_for_training` auto-resets.
+those, never gymnax's auto-resetting `step`: `podrl.envs.wrap_for_training` auto-resets.
 The PRNG key gymnax's `step_env` takes travels in the env state
 (`GymnaxState.key`), so `step(state, action)` takes no key.
 
@@ -28,7 +28,7 @@ which ends the episode at that many steps with a LAST step of discount 1 and
 
 Env params: the suite's `default_params`, with overrides given as `field=value`
 items after the id (comma separated, values Python literals) or as keyword
-arguments of `envs.make(name, **overrides)`; an unknown field or a value of the
+arguments of `podrl.envs.make(name, **overrides)`; an unknown field or a value of the
 wrong type is an `UnknownEnvError` naming the field. Overriding the time-limit
 field moves the `TimeLimit`.
 
@@ -56,9 +56,9 @@ import jax
 import numpy as np
 from dm_env import specs
 
-from envs.registry import UnknownEnvError
-from envs.types import ActionSpec, Array, EnvState, ObservationSpec, PRNGKey, TimeStep, restart, transition
-from envs.wrappers import TimeLimit
+from podrl.envs.registry import UnknownEnvError
+from podrl.envs.types import ActionSpec, Array, EnvState, ObservationSpec, PRNGKey, TimeStep, restart, transition
+from podrl.envs.wrappers import TimeLimit
 
 UNREACHABLE_STEPS = int(np.iinfo(np.int32).max)
 """The time limit a suite that folds it into `done` gets in its params (TimeLimit applies the real one)."""
@@ -101,7 +101,7 @@ class GymnaxEnv:
     """A gymnax-API env (`reset_env` / `step_env`) with fixed `params` as a podrl `JaxEnv`.
 
     No time limit and no auto-reset: `make` adds `envs.TimeLimit`, the layouts
-    `envs.wrap_for_training`. Observations `[*obs_shape]` in the env's dtype;
+    `podrl.envs.wrap_for_training`. Observations `[*obs_shape]` in the env's dtype;
     actions int32 `[]` (Discrete) or float32 `[*action_shape]` (Box).
     """
 
@@ -180,7 +180,7 @@ def parse_name(name: str) -> tuple[str, str, dict[str, Any]]:
 
 
 def _import_suite(suite: Suite) -> ModuleType:
-    from envs.adapters.optional import import_optional
+    from podrl.envs.adapters.optional import import_optional
 
     return import_optional(suite.module, suite.module, suite.extra, suite.package)
 

@@ -1,7 +1,7 @@
 """The host vector-env contract: a batch of environments stepped on the host CPU (Sebulba).
 
 A `HostVectorEnv` has the same semantics as a JAX env wrapped by
-`envs.wrap_for_training`, only with numpy arrays and a leading batch axis `[B]`:
+`podrl.envs.wrap_for_training`, only with numpy arrays and a leading batch axis `[B]`:
 
 * `reset(seed)` returns a FIRST `TimeStep` for every env.
 * `step(actions)` steps every env; an env whose episode ends is reset *in the
@@ -28,7 +28,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from envs.types import ActionSpec, ObservationSpec, TimeStep
+from podrl.envs.types import ActionSpec, ObservationSpec, TimeStep
 
 EXTRAS_KEYS = ("next_obs", "truncated", "episode_return", "episode_length")
 """Keys every HostVectorEnv timestep carries in `extras`."""

@@ -6,7 +6,7 @@ one semi-implicit Euler step of dt = 0.05 s per action with the angular
 velocity clipped to [-8, 8]. The reward is
 ``-(normalize(theta)^2 + 0.1 * theta_dot^2 + 0.001 * u^2)``, computed from the
 state *before* the step and the clipped torque u, so it lies in
-[-16.27, 0]. The episode never terminates; `envs.make("Pendulum-v1")` adds
+[-16.27, 0]. The episode never terminates; `podrl.envs.make("Pendulum-v1")` adds
 the 200-step time limit. Reset draws theta ~ U(-pi, pi), theta_dot ~ U(-1, 1).
 Computation is float32 (gymnasium uses float64).
 """
@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
 
-from envs.types import Array, PRNGKey, TimeStep, restart, transition
+from podrl.envs.types import Array, PRNGKey, TimeStep, restart, transition
 
 
 class PendulumState(NamedTuple):

@@ -1,4 +1,4 @@
-"""`envs.make`: JAX environments by name (ours, gymnax's, Craftax's, Brax's), or a user's env class by import path."""
+"""`podrl.envs.make`: JAX environments by name (ours, gymnax's, Craftax's, Brax's), or a user's env class by import path."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import os
 import sys
 from typing import Any, Callable, NamedTuple
 
-from envs.types import JaxEnv
-from envs.wrappers import TimeLimit
-from envs.errors import ConfigError
+from podrl.envs.types import JaxEnv
+from podrl.envs.wrappers import TimeLimit
+from podrl.envs.errors import ConfigError
 
 
 class _Entry(NamedTuple):
@@ -19,13 +19,13 @@ class _Entry(NamedTuple):
 
 
 _REGISTRY: dict[str, _Entry] = {
-    "CartPole-v1": _Entry("envs.cartpole", "CartPole", 500),
-    "Acrobot-v1": _Entry("envs.acrobot", "Acrobot", 500),
-    "Pendulum-v1": _Entry("envs.pendulum", "Pendulum", 200),
-    "MatchSign-v0": _Entry("envs.tiny", "MatchSign", None),
-    "MatchCue-v0": _Entry("envs.tiny", "MatchCue", None),
-    "ReachCue-v0": _Entry("envs.tiny", "ReachCue", None),
-    "RecallCue-v0": _Entry("envs.tiny", "RecallCue", None),
+    "CartPole-v1": _Entry("podrl.envs.cartpole", "CartPole", 500),
+    "Acrobot-v1": _Entry("podrl.envs.acrobot", "Acrobot", 500),
+    "Pendulum-v1": _Entry("podrl.envs.pendulum", "Pendulum", 200),
+    "MatchSign-v0": _Entry("podrl.envs.tiny", "MatchSign", None),
+    "MatchCue-v0": _Entry("podrl.envs.tiny", "MatchCue", None),
+    "ReachCue-v0": _Entry("podrl.envs.tiny", "ReachCue", None),
+    "RecallCue-v0": _Entry("podrl.envs.tiny", "RecallCue", None),
 }
 
 
@@ -67,9 +67,9 @@ def _import(path: str) -> Callable[..., Any]:
 
 
 def _suite(name: str) -> Any:
-    """`envs.gymnax` for a 'gymnax:' / 'craftax:' name, `envs.brax` for a 'brax:' one, else None
+    """`podrl.envs.gymnax` for a 'gymnax:' / 'craftax:' name, `podrl.envs.brax` for a 'brax:' one, else None
     (imported lazily: they import this)."""
-    from envs import brax, gymnax
+    from podrl.envs import brax, gymnax
 
     if brax.is_brax_name(name):
         return brax
@@ -96,8 +96,8 @@ def make(name: str, **kwargs: Any) -> JaxEnv:
 
     Args:
       name: a registered id (`registered()`), wrapped in gymnasium's time limit;
-        `"gymnax:<id>"` / `"craftax:<id>"` (`envs.gymnax`; `kwargs` override env
-        params); `"brax:<env>"` (`envs.brax`; backend and options likewise); or `"package.module:Factory"` for a user's env class or factory, called
+        `"gymnax:<id>"` / `"craftax:<id>"` (`podrl.envs.gymnax`; `kwargs` override env
+        params); `"brax:<env>"` (`podrl.envs.brax`; backend and options likewise); or `"package.module:Factory"` for a user's env class or factory, called
         with `kwargs` and returned as is (add `envs.TimeLimit` yourself).
     """
     if (suite := _suite(name)) is not None:

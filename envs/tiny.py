@@ -17,7 +17,7 @@ With the default ``episode_length = 16``:
 - uniformly random policy: expected return = episode_length / 2 = 8.
 
 The episode *terminates* (LAST, discount 0) on its `episode_length`-th step,
-so no time limit is needed (`envs.make("MatchSign-v0")` adds none).
+so no time limit is needed (`podrl.envs.make("MatchSign-v0")` adds none).
 Its untrained greedy policy is perfect or perfectly wrong (an odd network of
 +-1 inputs), so it is no learning check.
 """
@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
 
-from envs.types import Array, PRNGKey, TimeStep, restart, transition
+from podrl.envs.types import Array, PRNGKey, TimeStep, restart, transition
 
 
 class MatchSignState(NamedTuple):

@@ -2,7 +2,7 @@
 
 Inside `jax.shard_map` (check_vma on), every value's type records the mesh axes it varies
 over; the two branches of a `lax.cond` and a scan's carry must agree on them. Envs cannot
-import podrl, so the two helpers both need live here; `podrl.parallel` builds on them.
+import podrl, so the two helpers both need live here; `podrl.core.parallel` builds on them.
 Outside shard_map nothing varies and both are identities.
 """
 

@@ -1,6 +1,6 @@
 """Functional wrappers: time limit, episode statistics and auto-reset.
 
-`envs.make` adds the time limit; the layouts then stack
+`podrl.envs.make` adds the time limit; the layouts then stack
 ``AutoReset(EpisodeStats(env))`` (`wrap_for_training`). Each wrapper keeps its own fields next to the
 inner state and always returns the same `extras` keys, so wrapped envs scan.
 """
@@ -13,8 +13,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from envs.types import LAST, Array, EnvState, JaxEnv, PRNGKey, TimeStep
-from envs.varying import vary_over, varying_axes
+from podrl.envs.types import LAST, Array, EnvState, JaxEnv, PRNGKey, TimeStep
+from podrl.envs.varying import vary_over, varying_axes
 
 
 class Wrapper:
@@ -182,6 +182,6 @@ def batch_step(env: JaxEnv):
 def wrap_for_training(env: JaxEnv) -> JaxEnv:
     """The stack the layouts run: auto-reset over episode statistics.
 
-    Time limits come with the env itself (`envs.make` adds gymnasium's).
+    Time limits come with the env itself (`podrl.envs.make` adds gymnasium's).
     """
     return AutoReset(EpisodeStats(env))

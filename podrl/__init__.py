@@ -1,5 +1,5 @@
 """podrl: distributed reinforcement learning in JAX, Anakin and Sebulba layouts."""
 
-from podrl.types import Agent, AgentConfig, TrainState, Trajectory
+from podrl.core.types import Agent, AgentConfig, TrainState, Trajectory
 
 __all__ = ["Agent", "AgentConfig", "TrainState", "Trajectory"]

@@ -9,7 +9,7 @@ Rows (each measured in its own subprocess, so each gets its own JAX device count
                 `torso` / `anneal_lr` where the config has them).
   c_env_only    the ceiling: the same JAX CartPole (wrap_for_training) with random
                 actions and no network, vmapped over 4 and 2048 envs, `lax.scan` over
-                time inside one jit(shard_map(...)) over `podrl.mesh.data_mesh`.
+                time inside one jit(shard_map(...)) over `podrl.core.mesh.data_mesh`.
   d_population  (with --population-rows) the reference PPO as a population of 1, 8 and 32
                 members (an lr sweep, loguniform 1e-4..3e-3), total steps/s over all members;
                 members split over the devices (population_shards = gcd(members, devices)),
@@ -61,7 +61,7 @@ class Measurement:
     total_steps: int
     updates_per_call: int = 32
     min_seconds: float = 0.0  # env-only: keep stepping at least this long
-    env: str = ENV_NAME  # an `envs.make` name
+    env: str = ENV_NAME  # an `podrl.envs.make` name
     torso: str = "mlp"  # the PPO torso (`--agent.torso`)
     num_seeds: int = 1  # training: seeds vmapped in one program
     anneal_lr: bool = True  # training: PPO's learning-rate anneal
@@ -82,7 +82,7 @@ class Measurement:
 def agent_config(m: Measurement) -> Any:
     """The config of agent `m.agent` (its defaults), with `m.torso`, `m.anneal_lr` and
     `m.hidden_sizes` (when given) set on the fields of those names that it has."""
-    from agents import AGENTS
+    from podrl.agents import AGENTS
 
     cls = AGENTS[m.agent].config
     names = {f.name for f in dataclasses.fields(cls)}
@@ -97,7 +97,7 @@ def measure_training(m: Measurement) -> dict[str, Any]:
 
     from podrl.anakin import train_anakin
     from podrl.anakin.config import AnakinConfig
-    from podrl.config import LoggingConfig
+    from podrl.run.config import LoggingConfig
 
     config = AnakinConfig(
         env=m.env, total_steps=m.total_steps, num_envs=m.num_envs, rollout_length=m.rollout_length,
@@ -126,11 +126,11 @@ def build_env_only(num_envs: int, devices: int, scan_length: int, env_name: str 
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    import envs
-    from podrl.mesh import data_mesh, local_devices
-    from podrl.parallel import DATA_AXIS, match_varying
+    import podrl.envs
+    from podrl.core.mesh import data_mesh, local_devices
+    from podrl.core.parallel import DATA_AXIS, match_varying
 
-    env = envs.wrap_for_training(envs.make(env_name))
+    env = podrl.envs.wrap_for_training(podrl.envs.make(env_name))
     random_actions = random_action_fn(env.action_spec())
     mesh = data_mesh(local_devices(devices))
     sharded = NamedSharding(mesh, P(DATA_AXIS))
@@ -346,7 +346,7 @@ def document(rows: list[dict[str, Any]], args: argparse.Namespace, wall_seconds:
 
 def agent_names(text: str) -> tuple[str, ...]:
     """`"ppo,pqn"` -> `("ppo", "pqn")`; argparse error for a name not in agents.AGENTS."""
-    from agents import AGENTS
+    from podrl.agents import AGENTS
 
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in AGENTS]

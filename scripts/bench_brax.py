@@ -4,7 +4,7 @@ Rows, for every env count of --envs (default 256 and 2048) on every device count
 --devices (default 1 and 2; on CPU the host is split into that many JAX devices), each
 measured in its own subprocess by scripts/bench_anakin.py's child:
   ppo       PPO with the `brax-ppo` preset's agent fields (observation normalisation, 4 epochs x
-            32 minibatches, 4 x 32 silu MLPs; podrl/presets.py) on --env through `train_anakin`:
+            32 minibatches, 4 x 32 silu MLPs; podrl/cli/presets.py) on --env through `train_anakin`:
             `--rollout-length` steps per env between updates, one update per compiled call,
             `--calls` calls, no periodic evaluation. Steps/s count training calls only; compile =
             the AOT compile of the call.
@@ -30,7 +30,7 @@ from typing import Any
 from bench_anakin import Measurement, measure_all
 from bench_common import add_child_run_flags, finish, new_parser, repeats_document
 from bench_minatar import markdown_table, pair_rows
-from podrl.presets import PRESETS
+from podrl.cli.presets import PRESETS
 
 PRESET = "brax-ppo"
 

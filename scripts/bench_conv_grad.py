@@ -1,11 +1,11 @@
-"""Benchmark a learner's CNN gradient steps: XLA's convolution gradient vs `agents.conv.conv2d`'s.
+"""Benchmark a learner's CNN gradient steps: XLA's convolution gradient vs `podrl.agents.conv.conv2d`'s.
 
 For each CNN torso (on the observations it is built for), `--steps` SGD steps on the sum of
 the torso's features, each on its own minibatch, run two ways:
   scan      inside one `lax.scan` (a `while` loop), as every learner runs its minibatches;
   unrolled  the same steps written out one after another (no loop).
 and with two convolutions: `xla` (`flax.linen.Conv`, XLA's own gradient) and `podrl`
-(`agents.conv.Conv`, the torsos' layer: on CPU, patches for both passes of a differentiated
+(`podrl.agents.conv.Conv`, the torsos' layer: on CPU, patches for both passes of a differentiated
 convolution). Prints ms per SGD step and compile seconds per row as a markdown table, and the JSON document with
 `--out`. Measured in this process, one row after another (medians of `--repeats` timed calls
 after one warm-up call); nothing is asserted.
@@ -30,7 +30,7 @@ import flax.linen as nn  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from agents import torsos  # noqa: E402
+from podrl.agents import torsos  # noqa: E402
 from bench_common import finish, fmt, host_fields, new_parser  # noqa: E402
 
 # torso -> (observation shape, dtype, minibatch size): the shapes the presets train on.
@@ -42,7 +42,7 @@ TORSOS: dict[str, tuple[tuple[int, ...], Any, int]] = {
 
 
 def _flax_conv(features: int, kernel: int, stride: int = 1, padding: str = "VALID") -> nn.Conv:
-    """`agents.torsos._conv`'s layer as `flax.linen.Conv` (same parameters, XLA's gradient)."""
+    """`podrl.agents.torsos._conv`'s layer as `flax.linen.Conv` (same parameters, XLA's gradient)."""
     return nn.Conv(features, (kernel, kernel), (stride, stride), padding=padding, kernel_init=torsos._RELU_INIT)
 
 

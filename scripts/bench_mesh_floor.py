@@ -6,7 +6,7 @@ One run measures, each in a fresh process (a CPU device count is fixed at start-
              size of the PPO params (the gradient all-reduce) and of 100k floats, on a 1- and
              a 2-device CPU mesh
   count      all-reduces one update runs on each device, counted in a profiler trace of the
-             2-device train call (`podrl.profiling.summarize_trace`; `--updates-per-call 2`)
+             2-device train call (`podrl.run.profiling.summarize_trace`; `--updates-per-call 2`)
   train      podrl's Anakin PPO (CartPole-v1, 4 envs x 128 steps, bench_anakin's training
              measurement) on 1 and 2 devices, interleaved, medians of --repeats
 
@@ -40,9 +40,9 @@ SIZES = (1, None, 100_000)  # None: the PPO params' size
 def ppo_param_count() -> int:
     import jax
 
-    from agents.ppo.config import PPOConfig
-    from envs.registry import make
-    from envs.types import env_spec
+    from podrl.agents.ppo.config import PPOConfig
+    from podrl.envs.registry import make
+    from podrl.envs.types import env_spec
 
     spec = env_spec(make("CartPole-v1"))
     params = PPOConfig().make_agent(spec, 10).init(jax.random.key(0), spec).params
@@ -81,8 +81,8 @@ def count_all_reduces(total_steps: int) -> dict[str, Any]:
     from bench_anakin import Measurement, agent_config
     from podrl.anakin import train_anakin
     from podrl.anakin.config import AnakinConfig
-    from podrl.config import LoggingConfig
-    from podrl.profiling import PROGRAM_TEXT, find_trace, summarize_trace
+    from podrl.run.config import LoggingConfig
+    from podrl.run.profiling import PROGRAM_TEXT, find_trace, summarize_trace
 
     updates_per_call = 2
     with tempfile.TemporaryDirectory() as trace:

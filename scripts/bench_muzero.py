@@ -59,7 +59,7 @@ def devices_note() -> str:
 def replay_fields(envs: int) -> dict[str, int]:
     """MuZero's `min_fill` and `buffer_size` for `envs` envs on one learner: the defaults, raised so the
     warm-up holds one window (unroll_steps + td_steps) of every env and rounded up to whole rows of envs."""
-    from agents.muzero.config import MuZeroConfig
+    from podrl.agents.muzero.config import MuZeroConfig
 
     defaults = MuZeroConfig()
     min_fill = max(defaults.min_fill, defaults.window_length * envs)

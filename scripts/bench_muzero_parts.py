@@ -64,7 +64,7 @@ def time_acting(parts, act, params, observation, key, repeats: int) -> dict[str,
     import jax
     import jax.numpy as jnp
 
-    from agents.muzero import search
+    from podrl.agents.muzero import search
 
     cfg, network = parts.config, parts.network
     recurrent_fn = search.make_recurrent_fn(network, cfg.support_size, cfg.gamma)
@@ -93,8 +93,8 @@ def replay_work(parts, stride: int, num_steps: int) -> Callable:
     import jax
     import jax.numpy as jnp
 
-    from agents import replay
-    from agents.muzero.agent import batch_from_windows
+    from podrl.agents import replay
+    from podrl.agents.muzero.agent import batch_from_windows
 
     cfg = parts.config
 
@@ -116,10 +116,10 @@ def time_learning(parts, agent, spec, trajectory, key, repeats: int) -> dict[str
     import jax
     import numpy as np
 
-    from agents.muzero.agent import rollout_steps
-    from agents.returns import learner_rewards
-    from podrl.learner_state import init_on_mesh
-    from podrl.mesh import data_mesh
+    from podrl.agents.muzero.agent import rollout_steps
+    from podrl.agents.returns import learner_rewards
+    from podrl.core.learner_state import init_on_mesh
+    from podrl.core.mesh import data_mesh
     from podrl.sebulba.learner import make_learner_step
     from podrl.sebulba.transport import learner_shardings, place_on_learners
 
@@ -161,10 +161,10 @@ def measure_parts(m, quick: bool) -> dict[str, Any]:
     """Acting and learning pieces of MuZero for Measurement `m` (`m.agent_fields`: the config's fields)."""
     import jax
 
-    from agents.muzero.agent import agent_from_parts, make_parts
+    from podrl.agents.muzero.agent import agent_from_parts, make_parts
     from bench_sebulba_measure import agent_config_for
-    from envs.adapters.make import make_host_env
-    from envs.types import EnvSpec
+    from podrl.envs.adapters.make import make_host_env
+    from podrl.envs.types import EnvSpec
 
     repeats = QUICK_REPEATS if quick else REPEATS
     env = make_host_env(m.env, m.envs_per_thread, seed=m.seed)

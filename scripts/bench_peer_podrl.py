@@ -23,7 +23,7 @@ SEBULBA_DEVICES = 2
 
 def sebulba_ppo(spec: dict[str, Any]):
     """The PPOConfig of the Sebulba row: the peer's network and PPO settings."""
-    from agents.ppo import PPOConfig
+    from podrl.agents.ppo import PPOConfig
 
     return PPOConfig(num_minibatches=spec["minibatches"], num_epochs=spec["epochs"],
                      hidden_sizes=tuple(spec["hidden"]), activation="tanh", learning_rate=spec["learning_rate"],
@@ -43,7 +43,7 @@ def after_first_update(history: list[dict[str, Any]]) -> tuple[float, int]:
 
 
 def measure_sebulba(spec: dict[str, Any]) -> dict[str, Any]:
-    from podrl.config import LoggingConfig
+    from podrl.run.config import LoggingConfig
     from podrl.sebulba import SebulbaConfig, train_sebulba
 
     configure_cpu_devices(SEBULBA_DEVICES)
@@ -81,13 +81,13 @@ def anakin_result(run, agent) -> dict[str, Any]:
 
 def quiet(run, **fields):
     """`run` with `fields`, no periodic evaluation, no run folder, no console."""
-    from podrl.config import LoggingConfig
+    from podrl.run.config import LoggingConfig
 
     return dataclasses.replace(run, eval_every=0, logging=LoggingConfig(run_dir=None, console=False), **fields)
 
 
 def measure_minatar_ppo(spec: dict[str, Any]) -> dict[str, Any]:
-    from podrl.experiment import preset_experiment
+    from podrl.cli.experiment import preset_experiment
 
     experiment = preset_experiment("anakin", "minatar-ppo")
     run = experiment.run
@@ -99,7 +99,7 @@ def measure_minatar_ppo(spec: dict[str, Any]) -> dict[str, Any]:
 
 def minatar_pqn(spec: dict[str, Any]):
     """(AnakinConfig, PQNConfig) with purejaxql's pqn_minatar.yaml values."""
-    from agents.pqn import PQNConfig
+    from podrl.agents.pqn import PQNConfig
     from podrl.anakin.config import AnakinConfig
 
     run = quiet(AnakinConfig(env=spec["env"], num_envs=128, rollout_length=32, total_steps=spec["total_steps"],

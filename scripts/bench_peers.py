@@ -104,7 +104,7 @@ def podrl_cartpole_steps(states: list[list[float]], actions: list[int]) -> list[
     import jax
     import jax.numpy as jnp
 
-    from envs.cartpole import CartPole, CartPoleState
+    from podrl.envs.cartpole import CartPole, CartPoleState
 
     env = CartPole()
     s = jnp.asarray(states, jnp.float32)

@@ -90,10 +90,10 @@ def peer_spec(s: Shared) -> dict[str, Any]:
 def measure_podrl(s: Shared) -> dict[str, Any]:
     """Trains podrl's Anakin SAC with `s` (1 device, rollout 1); steps/s of the training calls,
     compile, the evaluation curve."""
-    from agents.sac import SACConfig
+    from podrl.agents.sac import SACConfig
     from podrl.anakin import train_anakin
     from podrl.anakin.config import AnakinConfig
-    from podrl.config import LoggingConfig
+    from podrl.run.config import LoggingConfig
 
     every = s.eval_every_steps // s.num_envs  # updates between evaluations
     config = AnakinConfig(env="Pendulum-v1", num_envs=s.num_envs, rollout_length=1, total_steps=s.total_steps,
@@ -116,7 +116,7 @@ def podrl_pendulum_steps(states: list[list[float]], actions: list[float]) -> dic
     import jax
     import jax.numpy as jnp
 
-    from envs.pendulum import Pendulum, PendulumState
+    from podrl.envs.pendulum import Pendulum, PendulumState
 
     s = jnp.asarray(states, jnp.float32)
     _, ts = jax.vmap(Pendulum().step)(PendulumState(s[:, 0], s[:, 1]), jnp.asarray(actions, jnp.float32)[:, None])

@@ -8,7 +8,7 @@ batch 256, one gradient step per env step: replay_ratio 1, per shard) with no wa
 every update learns. Steps/s count training calls only (compile excluded, from
 `AnakinResult.steps_per_second`); gradient steps/s = env steps/s x replay_ratio / devices: the
 steps every shard takes, in lockstep, on its own batch (their gradients averaged). Bytes per
-transition: `agents.replay.item_bytes` of one stored 1-step transition (o, a, r, discount, o').
+transition: `podrl.agents.replay.item_bytes` of one stored 1-step transition (o, a, r, discount, o').
 Nothing is asserted about timings; a shared machine's load is printed with the figures.
 
 Usage:
@@ -31,7 +31,7 @@ ENV_NAME = "Pendulum-v1"
 
 
 def sac_config(quick: bool, replay_ratio: float):
-    from agents.sac import SACConfig
+    from podrl.agents.sac import SACConfig
 
     hidden, batch = ((16, 16), 16) if quick else ((256, 256), 256)
     return SACConfig(buffer_size=100_000, warmup_steps=0, batch_size=batch, hidden_sizes=hidden,
@@ -42,11 +42,11 @@ def run_child(spec_text: str) -> int:
     """One row in this process: `spec` {devices, envs, rollout, steps, quick, replay_ratio}."""
     spec = json.loads(spec_text)
     configure_cpu_devices(spec["devices"])
-    import envs
-    from agents import replay
+    import podrl.envs
+    from podrl.agents import replay
     from podrl.anakin import train_anakin
     from podrl.anakin.config import AnakinConfig
-    from podrl.config import LoggingConfig
+    from podrl.run.config import LoggingConfig
 
     config = AnakinConfig(env=ENV_NAME, num_envs=spec["envs"], rollout_length=spec["rollout"],
                           total_steps=spec["steps"], num_devices=spec["devices"],
@@ -55,7 +55,7 @@ def run_child(spec_text: str) -> int:
     agent = sac_config(spec["quick"], spec["replay_ratio"])
     result = train_anakin(config, agent)
     sps = float(result.steps_per_second)
-    example = replay.example_transition(envs.env_spec(envs.make(ENV_NAME)))
+    example = replay.example_transition(podrl.envs.env_spec(podrl.envs.make(ENV_NAME)))
     emit_result({"steps_per_second": sps, "sgd_steps_per_second": sps * agent.replay_ratio / spec["devices"],
                  "compile_seconds": float(result.compile_seconds), "bytes_per_transition": replay.item_bytes(example)})
     return 0

@@ -23,7 +23,7 @@ Every row also gives the trajectory bytes per env step the learner receives
 (`podrl.sebulba.transport.bytes_per_step`, by field), e.g. 56,469 on Atari, where
 observation and next_observation are one 4x84x84 uint8 stack each. Atari
 (`--envs ale:Pong`) trains PPO with the Nature CNN torso on the default "machado"
-protocol (`envs.adapters.atari`); on 2 CPU cores a CNN update takes tens of seconds,
+protocol (`podrl.envs.adapters.atari`); on 2 CPU cores a CNN update takes tens of seconds,
 so use `--quick` (3 updates) or `--updates N` there.
 
 The table gives Sebulba / ceiling next to the targets (>= 85% on ALE Pong, >= 50%

@@ -78,17 +78,17 @@ def agent_config_for(m: Measurement):
     """The config a Sebulba measurement trains: PPO (Atari frames get the Nature CNN torso), or
     `m.agent` at its defaults but for `m.agent_fields`."""
     if m.agent != "ppo":
-        from agents import AGENTS
+        from podrl.agents import AGENTS
 
         return AGENTS[m.agent].config(**{k: tuple(v) if isinstance(v, list) else v for k, v in m.agent_fields.items()})
-    from agents.ppo import PPOConfig
+    from podrl.agents.ppo import PPOConfig
 
     # Atari frames need a CNN torso (an mlp on [4, 84, 84] is a ConfigError since issue 11's torsos);
     # an envpool id may be Atari (Pong-v5) or not (CartPole-v1), so the observation's rank decides.
     if m.env.startswith("ale:"):
         torso = "nature_cnn"
     elif m.env.startswith("envpool:"):
-        from envs.adapters.make import make_host_env
+        from podrl.envs.adapters.make import make_host_env
 
         env = make_host_env(m.env, 1)
         torso = "nature_cnn" if len(env.observation_spec().shape) == 3 else "mlp"
@@ -106,8 +106,8 @@ def trajectory_bytes(env_name: str, agent_config, rollout_length: int) -> dict[s
     import jax
     import numpy as np
 
-    from envs.adapters.make import make_host_env
-    from envs.types import EnvSpec
+    from podrl.envs.adapters.make import make_host_env
+    from podrl.envs.types import EnvSpec
     from podrl.sebulba.transport import bytes_per_step, example_trajectory, step_record
 
     env = make_host_env(env_name, 1)
@@ -127,7 +127,7 @@ def trajectory_bytes(env_name: str, agent_config, rollout_length: int) -> dict[s
 
 def measure_sebulba(m: Measurement) -> dict[str, Any]:
     """Trains `agent_config_for(m)` with `train_sebulba`; returns steps/s, compile seconds and stage timings."""
-    from podrl.config import LoggingConfig
+    from podrl.run.config import LoggingConfig
     from podrl.sebulba import SebulbaConfig, train_sebulba
 
     import jax
@@ -178,7 +178,7 @@ def _step_loop(env, seed: int, barrier: threading.Barrier, deadline: list[float]
 
 def measure_ceiling(m: Measurement) -> dict[str, Any]:
     """Env-only steps/s of `threads` host vector envs stepped concurrently (no JAX work)."""
-    from envs.adapters.make import make_host_env
+    from podrl.envs.adapters.make import make_host_env
 
     start = time.perf_counter()
     envs = [make_host_env(m.env, m.envs_per_thread, seed=m.seed + j) for j in range(m.threads)]

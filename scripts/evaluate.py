@@ -7,16 +7,16 @@ Examples:
   python scripts/evaluate.py runs/r --env CartPole-v1 --backend host --video videos/   # gymnasium's own
 
 Loads the checkpoint's config (layout, run, agent) and only its "params" item
-(no training state), rebuilds the agent (`podrl.policy`), and runs `--episodes`
+(no training state), rebuilds the agent (`podrl.cli.policy`), and runs `--episodes`
 greedy episodes:
 
-* on a JAX env (`podrl.evaluation.evaluate_greedy`, reset keys
+* on a JAX env (`podrl.run.evaluation.evaluate_greedy`, reset keys
   `jax.random.split(jax.random.key(seed), episodes)`), or
-* on a host vector env of `episodes` envs (`envs.adapters.make.make_host_env`,
-  `podrl.evaluation.evaluate_host_greedy`, reset with `seed`).
+* on a host vector env of `episodes` envs (`podrl.envs.adapters.make.make_host_env`,
+  `podrl.run.evaluation.evaluate_host_greedy`, reset with `seed`).
 
 `--env` defaults to the checkpoint's env. `--backend auto` tries a name first the
-way the checkpoint's layout does (Anakin: `envs.make`; Sebulba: `make_host_env`),
+way the checkpoint's layout does (Anakin: `podrl.envs.make`; Sebulba: `make_host_env`),
 then the other way; `jax` / `host` force one. Anakin params hold one set per seed
 (`[S, ...]`); `--seed-index` picks one. A missing or unreadable checkpoint exits
 with status 2 and a message naming the path.
@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal
 
 import tyro
 
-from podrl.policy import PolicyError, evaluate_checkpoint
+from podrl.cli.policy import PolicyError, evaluate_checkpoint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +45,7 @@ class EvaluateArgs:
     env: str | None = None
     """Env to evaluate on: a JAX env name or any make_host_env name; None = the checkpoint's env."""
     backend: Literal["auto", "jax", "host"] = "auto"
-    """How to build --env: auto (the checkpoint layout's way first), jax (envs.make) or host (make_host_env)."""
+    """How to build --env: auto (the checkpoint layout's way first), jax (podrl.envs.make) or host (make_host_env)."""
     episodes: int = 32
     """Greedy episodes to run."""
     seed: int = 0
@@ -61,7 +61,7 @@ class EvaluateArgs:
 
 
 def evaluate(args: EvaluateArgs) -> dict[str, Any]:
-    """Runs the evaluation (`podrl.policy.evaluate_checkpoint`); returns the JSON-able summary."""
+    """Runs the evaluation (`podrl.cli.policy.evaluate_checkpoint`); returns the JSON-able summary."""
     options = {f.name: getattr(args, f.name) for f in dataclasses.fields(args) if f.name != "json"}
     return evaluate_checkpoint(**options)
 

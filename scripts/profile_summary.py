@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # podrl, when not installed
 
-from podrl.profiling import PROGRAM_TEXT, find_trace, summarize_trace, summary_markdown  # noqa: E402
+from podrl.run.profiling import PROGRAM_TEXT, find_trace, summarize_trace, summary_markdown  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

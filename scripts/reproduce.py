@@ -55,8 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # podrl, when n
 
 from plot import read_records, series  # noqa: E402  (scripts/ is this script's folder)
 from podrl import presets  # noqa: E402
-from podrl.errors import UserInputError  # noqa: E402
-from podrl.experiment import resolve  # noqa: E402
+from podrl.core.errors import UserInputError  # noqa: E402
+from podrl.cli.experiment import resolve  # noqa: E402
 from reproduce_report import (  # noqa: E402
     EnvResult, flag_value, merge_seed_runs, plot_env, report, slug, spread, summarize,
 )
@@ -297,7 +297,7 @@ def parse_args(own: list[str]) -> argparse.Namespace:
 
 
 def unresolvable(preset, plans: dict[str, list[list[str]]]) -> UserInputError | None:
-    """The first error of resolving every planned training command (`podrl.experiment`), else None:
+    """The first error of resolving every planned training command (`podrl.cli.experiment`), else None:
     a bad flag fails here, in seconds, before the first run starts."""
     try:
         for commands in plans.values():

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from aggregate_scores import aggregate_lines
 from plot import Series, curve_label, draw, warn_if_short
-from podrl import presets
+from podrl.cli import presets
 
 FINAL_FRACTION = 0.1
 """The final return is the mean episode return over this last fraction of the logged records."""

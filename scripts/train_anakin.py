@@ -11,12 +11,12 @@ Examples:
   python scripts/train_anakin.py --env my_pkg.my_env:MyEnv        # your own JaxEnv class
   python scripts/train_anakin.py agent:impala --agent.learning-rate 1e-3
 
-Everything is in `podrl.cli` (flags, presets, resume: `podrl.experiment`).
+Everything is in `podrl.cli.train` (flags, presets, resume: `podrl.cli.experiment`).
 """
 
 import sys
 
-from podrl.cli import main
+from podrl.cli.train import main
 
 if __name__ == "__main__":
     sys.exit(main("anakin"))

@@ -10,12 +10,12 @@ Examples:
   python scripts/train_sebulba.py --env dm_env:my_pkg.envs:make_env       # a dm_env.Environment factory
   python scripts/train_sebulba.py --env my_pkg.envs:make_env              # gymnasium / dm_env / vector env factory
 
-Everything is in `podrl.cli` (flags, presets, resume: `podrl.experiment`).
+Everything is in `podrl.cli.train` (flags, presets, resume: `podrl.cli.experiment`).
 """
 
 import sys
 
-from podrl.cli import main
+from podrl.cli.train import main
 
 if __name__ == "__main__":
     sys.exit(main("sebulba"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-import envs
+import podrl.envs
 
 
 class NaNWhenRepeated:
@@ -15,7 +15,7 @@ class NaNWhenRepeated:
     (an untrained, near-uniform policy) practically never do (probability ~2**-29 per window)."""
 
     def __init__(self, repeats: int = 30):
-        self.inner = envs.make("MatchSign-v0", episode_length=40)
+        self.inner = podrl.envs.make("MatchSign-v0", episode_length=40)
         self.repeats = repeats
 
     def reset(self, key):
@@ -41,7 +41,7 @@ class NaNAfter:
     """MatchSign whose reward becomes NaN from the `bad_after`-th step of an env instance on."""
 
     def __init__(self, bad_after: int = 40):
-        self.inner = envs.make("MatchSign-v0", episode_length=1_000_000)
+        self.inner = podrl.envs.make("MatchSign-v0", episode_length=1_000_000)
         self.bad_after = bad_after
 
     def reset(self, key):

@@ -38,11 +38,11 @@ def main() -> None:
     import numpy as np
 
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)
-    from podrl.distributed import DistributedConfig, initialize
+    from podrl.core.distributed import DistributedConfig, initialize
 
     initialize(DistributedConfig(args.coordinator, args.num_processes, args.process_id))
-    from agents import AGENTS
-    from podrl.config import LoggingConfig
+    from podrl.agents import AGENTS
+    from podrl.run.config import LoggingConfig
 
     agent_config = AGENTS[args.agent].config()
 
@@ -50,7 +50,7 @@ def main() -> None:
     if args.layout == "anakin":
         from podrl.anakin import train_anakin
 
-        from podrl.config import CheckpointConfig
+        from podrl.run.config import CheckpointConfig
 
         checkpoint = CheckpointConfig(directory=args.checkpoint_dir, stop_after_updates=args.stop_after,
                                       resume=args.checkpoint_dir if args.resume else None)
@@ -75,7 +75,7 @@ def main() -> None:
 def anakin_config(updates: int, logging, checkpoint=None):
     """The README's `train_anakin.py --num-envs 8`, `updates` updates long; defaults otherwise."""
     from podrl.anakin.config import AnakinConfig
-    from podrl.config import CheckpointConfig
+    from podrl.run.config import CheckpointConfig
 
     steps = AnakinConfig(num_envs=8).steps_per_update * updates
     return AnakinConfig(num_envs=8, total_steps=steps, logging=logging, checkpoint=checkpoint or CheckpointConfig())
@@ -85,7 +85,7 @@ def population_config(updates: int, logging, checkpoint=None):
     """A 4-member lr sweep with PBT every 2 updates on a (2 rows, 2 data shards) mesh: with 2 processes
     x 2 devices each process holds one row (2 members), so exploit copies members across processes."""
     from podrl.anakin.config import AnakinConfig
-    from podrl.config import CheckpointConfig
+    from podrl.run.config import CheckpointConfig
 
     return AnakinConfig(num_envs=8, rollout_length=32, total_steps=8 * 32 * updates, eval_episodes=4,
                         eval_max_steps=200, logging=logging, checkpoint=checkpoint or CheckpointConfig(),

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
 
-import envs
+import podrl.envs
 
 
 class ConstantBandit:
@@ -25,11 +25,11 @@ class ConstantBandit:
     uninterrupted run would have seen, so a Sebulba resume must then match it bit for bit."""
 
     def reset(self, key):
-        return jnp.zeros((), jnp.int32), envs.restart(jnp.ones((1,), jnp.float32))
+        return jnp.zeros((), jnp.int32), podrl.envs.restart(jnp.ones((1,), jnp.float32))
 
     def step(self, state, action):
         reward = action.astype(jnp.float32)
-        return state, envs.transition(jnp.ones((1,), jnp.float32), reward, jnp.bool_(True))
+        return state, podrl.envs.transition(jnp.ones((1,), jnp.float32), reward, jnp.bool_(True))
 
     def observation_spec(self):
         return specs.Array((1,), np.float32, name="observation")

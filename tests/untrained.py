@@ -9,20 +9,20 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-import envs
-from envs.adapters.make import make_host_env
-from envs.types import EnvSpec
+import podrl.envs
+from podrl.envs.adapters.make import make_host_env
+from podrl.envs.types import EnvSpec
 from podrl.anakin import AnakinProgram
 from podrl.anakin.config import AnakinConfig
-from podrl.evaluation import evaluate_host_greedy
-from podrl.mesh import data_mesh
+from podrl.run.evaluation import evaluate_host_greedy
+from podrl.core.mesh import data_mesh
 
 
 def anakin_initial_return(config: AnakinConfig, agent_config, devices: list[jax.Device]) -> np.ndarray:
     """`[S]` mean greedy return of the state `train_anakin(config, agent_config)` starts from,
     measured by the run's own evaluation program."""
-    env = envs.make(config.env)
-    spec = envs.env_spec(env)
+    env = podrl.envs.make(config.env)
+    spec = podrl.envs.env_spec(env)
     program = AnakinProgram(agent_config.make_agent(spec, config.num_updates), env, config, data_mesh(devices), spec)
     return program.evaluate(program.init(), config.seed + 1)
 

@@ -1,18 +1,18 @@
 """The DQN `Agent`: act epsilon-greedily, learn off-policy from a replay buffer per learner shard.
 
-Train state (`podrl.types.TrainState`):
-  params       `{"network": ..., "epsilon": f32 []}` (`agents.q_learning`): what actors need.
+Train state (`podrl.core.types.TrainState`):
+  params       `{"network": ..., "epsilon": f32 []}` (`podrl.agents.q_learning`): what actors need.
   opt_state    `DQNLearnerState`: Adam state, target network params, gradient steps taken.
   update_step  int32 [], updates applied.
-  shard_state  `agents.replay.ReplayBuffer` of n-step `agents.replay.Transition`s,
+  shard_state  `podrl.agents.replay.ReplayBuffer` of n-step `podrl.agents.replay.Transition`s,
                `buffer_size` of them; each learner shard fills and samples its own.
 
 `update` runs on one learner shard inside the layout's `shard_map`: it adds this
 shard's `[T, B]` rollout to its buffer as `T * B` n-step transitions, then (once the
 buffer holds `min_fill`) takes `round(replay_ratio * T * B)` Adam steps, each on
 `batch_size` uniform samples with targets from the target network
-(`agents.dqn.losses`; the add and the gate: `agents.off_policy.replay_and_learn`), gradients averaged across learners by
-`agents.actor_critic.sgd_step` (`podrl.parallel.learner_value_and_grad`). Nothing
+(`podrl.agents.dqn.losses`; the add and the gate: `podrl.agents.off_policy.replay_and_learn`), gradients averaged across learners by
+`podrl.agents.actor_critic.sgd_step` (`podrl.core.parallel.learner_value_and_grad`). Nothing
 here mentions devices, threads or layouts.
 """
 
@@ -25,15 +25,15 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents import replay
-from agents.actor_critic import sgd_step
-from agents.dqn.config import DQNConfig
-from agents.dqn.losses import DQNBatch, batched_q_learning_target, make_loss_fn
-from agents.off_policy import per_update_optimizer, replay_and_learn, set_learning_rate, target_update
-from agents.q_learning import QParts, init_train_state, next_params, q_agent, q_values
-from agents.returns import learner_rewards
-from envs.types import EnvSpec
-from podrl.types import Agent, Metrics, TrainState, Trajectory
+from podrl.agents import replay
+from podrl.agents.actor_critic import sgd_step
+from podrl.agents.dqn.config import DQNConfig
+from podrl.agents.dqn.losses import DQNBatch, batched_q_learning_target, make_loss_fn
+from podrl.agents.off_policy import per_update_optimizer, replay_and_learn, set_learning_rate, target_update
+from podrl.agents.q_learning import QParts, init_train_state, next_params, q_agent, q_values
+from podrl.agents.returns import learner_rewards
+from podrl.envs.types import EnvSpec
+from podrl.core.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
 
@@ -55,7 +55,7 @@ class DQNLearnerState(NamedTuple):
 def make_optimizer(config: DQNConfig, total_updates: int,
                    num_params: int | None = None) -> tuple[optax.GradientTransformation, Any]:
     """`(optimizer, schedule)`: global-norm clip then Adam, annealed per update
-    (`agents.off_policy.per_update_optimizer`: the number of gradient steps per update depends
+    (`podrl.agents.off_policy.per_update_optimizer`: the number of gradient steps per update depends
     on the rollout shape)."""
     return per_update_optimizer(config, total_updates, num_params)
 

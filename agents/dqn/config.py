@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from agents.config_base import AdamConfig, AgentConfigBase, check_sweepable
-from agents.config_checks import (EpsilonConfig, QNetworkConfig, ReplayConfig, check_epsilon_fields, check_fill_field,
+from podrl.agents.config_base import AdamConfig, AgentConfigBase, check_sweepable
+from podrl.agents.config_checks import (EpsilonConfig, QNetworkConfig, ReplayConfig, check_epsilon_fields, check_fill_field,
                                   check_q_network_fields, check_replay_fields)
-from agents.reward_clip import RewardClipConfig, check_reward_clip
-from podrl.errors import require_bool, require_choice, require_int, require_number
+from podrl.agents.reward_clip import RewardClipConfig, check_reward_clip
+from podrl.core.errors import require_bool, require_choice, require_int, require_number
 
 LOSSES = ("huber", "mse")
 
@@ -53,7 +53,7 @@ class DQNConfig(AgentConfigBase, RewardClipConfig, EpsilonConfig, QNetworkConfig
     batch_size: int = 128
     replay_ratio: float = 0.25
 
-    AGENT_MODULE: ClassVar[str] = "agents.dqn.agent"
+    AGENT_MODULE: ClassVar[str] = "podrl.agents.dqn.agent"
 
     def __post_init__(self) -> None:
         self.check_optimizer_fields()

@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents.q_learning import QNetwork
+from podrl.agents.q_learning import QNetwork
 
 if TYPE_CHECKING:
-    from agents.dqn.config import DQNConfig
+    from podrl.agents.dqn.config import DQNConfig
 
 Array = jax.Array
 

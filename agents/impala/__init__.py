@@ -2,15 +2,15 @@
 
     config = ImpalaConfig(learning_rate=7e-4)
     config.check_batch(rollout_length, envs_per_shard)
-    agent = config.make_agent(env_spec, total_updates)   # a podrl.types.Agent
+    agent = config.make_agent(env_spec, total_updates)   # a podrl.core.types.Agent
 
 V-trace corrects for the lag between the acting and the learning policy, which
 is what Sebulba's `lag=1` / async modes produce; under Anakin (and `lag=0`)
 the data is on-policy for the first minibatch of each update.
 """
 
-from agents.impala.agent import make_agent, make_optimizer
-from agents.impala.config import ImpalaConfig
-from agents.impala.losses import make_loss_fn
+from podrl.agents.impala.agent import make_agent, make_optimizer
+from podrl.agents.impala.config import ImpalaConfig
+from podrl.agents.impala.losses import make_loss_fn
 
 __all__ = ["ImpalaConfig", "make_agent", "make_optimizer", "make_loss_fn"]

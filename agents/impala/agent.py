@@ -1,11 +1,11 @@
 """The IMPALA `Agent`: act with the actor-critic, learn with V-trace actor-critic SGD.
 
 `update` runs on one learner shard inside the layout's `shard_map`; it reduces
-across shards only through `podrl.parallel`: `learner_value_and_grad` averages
+across shards only through `podrl.core.parallel`: `learner_value_and_grad` averages
 gradients once per minibatch, `mean_across_learners` averages metrics once per
 update. A minibatch is a group of whole sequences (a slice of the env axis), so
 V-trace always sees the full `T` steps of each env. Acting, init and the SGD
-step are `agents.actor_critic`'s.
+step are `podrl.agents.actor_critic`'s.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ import functools
 
 import jax
 
-from agents.actor_critic import Parts, actor_critic_agent, finish_update, for_member, make_optimizer, sgd_step
-from agents.impala.config import ImpalaConfig
-from agents.impala.losses import make_loss_fn
-from agents.unroll import env_minibatches
-from envs.types import EnvSpec
-from podrl.types import Agent, Metrics, TrainState, Trajectory
+from podrl.agents.actor_critic import Parts, actor_critic_agent, finish_update, for_member, make_optimizer, sgd_step
+from podrl.agents.impala.config import ImpalaConfig
+from podrl.agents.impala.losses import make_loss_fn
+from podrl.agents.unroll import env_minibatches
+from podrl.envs.types import EnvSpec
+from podrl.core.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
 
-__all__ = ["make_agent", "make_optimizer"]  # make_optimizer: `agents.actor_critic`'s, re-exported
+__all__ = ["make_agent", "make_optimizer"]  # make_optimizer: `podrl.agents.actor_critic`'s, re-exported
 
 
 def make_agent(config: ImpalaConfig, env_spec: EnvSpec, total_updates: int) -> Agent:

@@ -17,12 +17,12 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
-from agents.config_base import (
+from podrl.agents.config_base import (
     OPTIMIZERS, AgentConfigBase, OptimizerChoiceConfig, check_sequence_minibatches, check_sweepable,
 )
-from agents.config_checks import NetworkConfig, check_network_fields
-from agents.reward_clip import RewardClipConfig, check_reward_clip
-from podrl.errors import require_choice, require_int, require_number
+from podrl.agents.config_checks import NetworkConfig, check_network_fields
+from podrl.agents.reward_clip import RewardClipConfig, check_reward_clip
+from podrl.core.errors import require_choice, require_int, require_number
 
 if TYPE_CHECKING:
     import jax
@@ -71,7 +71,7 @@ class ImpalaConfig(AgentConfigBase, RewardClipConfig, NetworkConfig, OptimizerCh
     Cleanba, whose RMSProp eps 0.01 and grad clip 40 assume it (with a mean, eps swamps the tiny
     gradients and the policy barely moves)."""
 
-    AGENT_MODULE: ClassVar[str] = "agents.impala.agent"
+    AGENT_MODULE: ClassVar[str] = "podrl.agents.impala.agent"
 
     SWEEPABLE: ClassVar[dict[str, tuple[float, float]]] = {
         "learning_rate": (0.0, math.inf), "entropy_coef": (0.0, math.inf), "value_coef": (0.0, math.inf),

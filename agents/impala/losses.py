@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Callable
 import jax
 import jax.numpy as jnp
 
-from agents.actor_critic import hyperparams_for
-from agents.networks import ActorCritic, action_distribution
-from agents.returns import batched_vtrace, learner_rewards
-from agents.unroll import trajectory_outputs
-from podrl.types import Trajectory
+from podrl.agents.actor_critic import hyperparams_for
+from podrl.agents.networks import ActorCritic, action_distribution
+from podrl.agents.returns import batched_vtrace, learner_rewards
+from podrl.agents.unroll import trajectory_outputs
+from podrl.core.types import Trajectory
 
 if TYPE_CHECKING:
-    from agents.impala.config import ImpalaConfig, ImpalaHyperparams
+    from podrl.agents.impala.config import ImpalaConfig, ImpalaHyperparams
 
 Array = jax.Array
 LossFn = Callable[..., tuple[Array, dict[str, Array]]]  # (params, batch, key[, hyperparams])
@@ -28,11 +28,11 @@ def make_loss_fn(config: ImpalaConfig, network: ActorCritic) -> LossFn:
     `batch` is a time-major `Trajectory` `[T, B]` whose `agent_extras["log_prob"]`
     is log mu(a_t|x_t) of the behaviour (acting) policy. With the *current*
     params, pi and V(x_t), V(x_{t+1}) (from `next_observation`; with a recurrent core
-    re-unrolled from `batch.actor_state`, see `agents.unroll`) give
+    re-unrolled from `batch.actor_state`, see `podrl.agents.unroll`) give
 
       rho_t        = pi(a_t|x_t) / mu(a_t|x_t)
       vs, A        = V-trace(V(x_t), V(x_{t+1}), reward_scale * clip(r_t), gamma * discount_t,
-                             episode_end_t, rho_t)          (`agents.returns.vtrace`)
+                             episode_end_t, rho_t)          (`podrl.agents.returns.vtrace`)
       policy_loss  = -mean(A_t log pi(a_t|x_t))
       value_loss   = 0.5 mean((vs_t - V(x_t))^2)
       loss         = policy_loss + value_coef * value_loss - entropy_coef * mean(entropy)

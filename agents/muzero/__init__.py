@@ -2,15 +2,15 @@
 
     config = MuZeroConfig(search="gumbel", num_simulations=8, unroll_steps=5, td_steps=5)
     config.check_batch(rollout_length, envs_per_shard)
-    agent = config.make_agent(env_spec, total_updates)   # a podrl.types.Agent
+    agent = config.make_agent(env_spec, total_updates)   # a podrl.core.types.Agent
 
-`act` searches the learned model (`agents.muzero.search`) and returns the search policy as the
+`act` searches the learned model (`podrl.agents.muzero.search`) and returns the search policy as the
 "policy" extra; `update` adds the rollout to this shard's buffer and learns from windows of it.
 """
 
-from agents.muzero.agent import MuZeroLearnerState, make_agent
-from agents.muzero.config import MuZeroConfig
-from agents.muzero.targets import (inverse_value_transform, scalar_to_two_hot, two_hot_to_scalar, value_transform,
+from podrl.agents.muzero.agent import MuZeroLearnerState, make_agent
+from podrl.agents.muzero.config import MuZeroConfig
+from podrl.agents.muzero.targets import (inverse_value_transform, scalar_to_two_hot, two_hot_to_scalar, value_transform,
                                    window_targets)
 
 __all__ = ["MuZeroConfig", "MuZeroLearnerState", "make_agent", "value_transform", "inverse_value_transform",

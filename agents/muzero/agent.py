@@ -1,19 +1,19 @@
 """The MuZero `Agent`: act by searching the learned model (mctx), learn from replayed windows.
 
-Train state (`podrl.types.TrainState`):
+Train state (`podrl.core.types.TrainState`):
   params       the `MuZeroNetwork`'s flax params: all that actors need (search runs the model).
   opt_state    `MuZeroLearnerState`: Adam state, the target network's params, gradient steps taken.
   update_step  int32 [], updates applied.
-  shard_state  `agents.replay.ReplayBuffer` of `Step`s, `buffer_size` env steps; each learner
+  shard_state  `podrl.agents.replay.ReplayBuffer` of `Step`s, `buffer_size` env steps; each learner
                shard fills and samples its own.
 
 `update` runs on one learner shard inside the layout's `shard_map`: it adds this shard's `[T, B]`
 rollout to its buffer (flattened time-major, so one env's steps lie B slots apart), then (once
 the buffer holds `min_fill`) takes `round(replay_ratio * T * B)` Adam steps, each on `batch_size`
-windows of `unroll_steps + td_steps` consecutive steps of one env (`agents.replay.sample_windows`),
-with targets from `agents.muzero.targets.window_targets` (values bootstrapped from the target
-network) and the unroll loss of `agents.muzero.losses`; gradients averaged across learners by
-`agents.actor_critic.sgd_step`. Nothing here mentions devices, threads or layouts. No reanalyse:
+windows of `unroll_steps + td_steps` consecutive steps of one env (`podrl.agents.replay.sample_windows`),
+with targets from `podrl.agents.muzero.targets.window_targets` (values bootstrapped from the target
+network) and the unroll loss of `podrl.agents.muzero.losses`; gradients averaged across learners by
+`podrl.agents.actor_critic.sgd_step`. Nothing here mentions devices, threads or layouts. No reanalyse:
 the policy targets are the actors' stored search policies.
 """
 
@@ -26,20 +26,20 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents import replay
-from agents.actor_critic import check_total_updates, sgd_step
-from agents.muzero import search
-from agents.muzero.config import MuZeroConfig
-from agents.muzero.losses import MuZeroBatch, make_loss_fn
-from agents.muzero.networks import MuZeroNetwork
-from agents.muzero.targets import window_targets
-from agents.off_policy import per_update_optimizer, replay_and_learn, set_learning_rate, target_update
-from agents.q_learning import check_discrete_actions
-from agents.returns import learner_rewards
-from agents.torsos import check_torso
-from envs.types import EnvSpec
-from podrl.parallel import mean_across_learners
-from podrl.types import Agent, Metrics, TrainState, Trajectory
+from podrl.agents import replay
+from podrl.agents.actor_critic import check_total_updates, sgd_step
+from podrl.agents.muzero import search
+from podrl.agents.muzero.config import MuZeroConfig
+from podrl.agents.muzero.losses import MuZeroBatch, make_loss_fn
+from podrl.agents.muzero.networks import MuZeroNetwork
+from podrl.agents.muzero.targets import window_targets
+from podrl.agents.off_policy import per_update_optimizer, replay_and_learn, set_learning_rate, target_update
+from podrl.agents.q_learning import check_discrete_actions
+from podrl.agents.returns import learner_rewards
+from podrl.agents.torsos import check_torso
+from podrl.envs.types import EnvSpec
+from podrl.core.parallel import mean_across_learners
+from podrl.core.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
 
@@ -73,7 +73,7 @@ class MuZeroLearnerState(NamedTuple):
 
 class MuZeroParts(NamedTuple):
     """What the pure functions close over; `config`, `optimizer`, `grad_fn`, `hyperparams` are the
-    fields `agents.actor_critic.sgd_step` reads."""
+    fields `podrl.agents.actor_critic.sgd_step` reads."""
 
     config: MuZeroConfig
     network: MuZeroNetwork

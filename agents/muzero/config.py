@@ -3,7 +3,7 @@
 The defaults are a small setting that learns the tiny JAX tasks in seconds (Gumbel search with 8
 simulations, a 64-wide latent state); the paper's Atari values (Schrittwieser et al. 2020,
 Appendix C / F) are num_simulations 50, unroll_steps 5, td_steps 10, gamma 0.997, batch 1024,
-support_size 300, value_loss_weight 0.25. The `minatar-muzero` preset (`podrl.presets`) cites its own.
+support_size 300, value_loss_weight 0.25. The `minatar-muzero` preset (`podrl.cli.presets`) cites its own.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from agents.config_base import AdamConfig, AgentConfigBase, check_sweepable
-from agents.config_checks import QNetworkConfig, ReplayConfig, check_fill_field, check_q_network_fields, check_replay_fields
-from agents.reward_clip import RewardClipConfig, check_reward_clip
-from podrl.errors import ConfigError, require_choice, require_int, require_number
+from podrl.agents.config_base import AdamConfig, AgentConfigBase, check_sweepable
+from podrl.agents.config_checks import QNetworkConfig, ReplayConfig, check_fill_field, check_q_network_fields, check_replay_fields
+from podrl.agents.reward_clip import RewardClipConfig, check_reward_clip
+from podrl.core.errors import ConfigError, require_choice, require_int, require_number
 
 SEARCHES = ("muzero", "gumbel")
 """Names accepted by `MuZeroConfig.search`: `mctx.muzero_policy` or `mctx.gumbel_muzero_policy`."""
@@ -75,7 +75,7 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
     max_grad_norm: float = 5.0
     anneal_lr: bool = False
 
-    AGENT_MODULE: ClassVar[str] = "agents.muzero.agent"
+    AGENT_MODULE: ClassVar[str] = "podrl.agents.muzero.agent"
     SHAPE_FIELDS: ClassVar[tuple[str, ...]] = ("num_simulations", "unroll_steps", "td_steps", "support_size")
 
     def __post_init__(self) -> None:

@@ -3,7 +3,7 @@
 Schrittwieser et al. 2020 (Appendix G and the pseudocode's `update_weights`): from the
 representation of the window's first observation the dynamics is unrolled along the replayed
 actions; each of the K + 1 states predicts the policy and value, each step the reward; the loss
-is the cross-entropy of each against its target (`agents.muzero.targets.window_targets`; value and
+is the cross-entropy of each against its target (`podrl.agents.muzero.targets.window_targets`; value and
 reward as two-hot categoricals of h(target)), the value term weighted by `value_loss_weight`. The
 gradient of the K unrolled steps' terms is scaled by 1/K and that of each predicted hidden state
 flowing into the next dynamics step by 1/2 (the pseudocode's `scale_gradient`).
@@ -18,8 +18,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents.muzero.networks import MuZeroNetwork
-from agents.muzero.targets import WindowTargets, scalar_to_target
+from podrl.agents.muzero.networks import MuZeroNetwork
+from podrl.agents.muzero.targets import WindowTargets, scalar_to_target
 
 Array = jax.Array
 

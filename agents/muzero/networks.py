@@ -1,11 +1,11 @@
-"""MuZero's model from parts: representation (an `agents.torsos` torso), dynamics and prediction.
+"""MuZero's model from parts: representation (an `podrl.agents.torsos` torso), dynamics and prediction.
 
     network = MuZeroNetwork(obs_shape, num_actions, config fields...)
     state = network.apply(params, obs, method=MuZeroNetwork.represent)             # [N, latent]
     next_state, reward_logits = network.apply(params, state, action, method=MuZeroNetwork.dynamics)
     policy_logits, value_logits = network.apply(params, state, method=MuZeroNetwork.predict)
 
-Value and reward are logits over the `2S + 1` atoms of `agents.muzero.targets`. Hidden states
+Value and reward are logits over the `2S + 1` atoms of `podrl.agents.muzero.targets`. Hidden states
 are min-max scaled to [0, 1] per sample, after the representation and after every dynamics step
 (Schrittwieser et al. 2020, Appendix G).
 """
@@ -18,7 +18,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from agents.torsos import make_torso, mlp_layers
+from podrl.agents.torsos import make_torso, mlp_layers
 
 Array = jax.Array
 
@@ -80,7 +80,7 @@ class MuZeroNetwork(nn.Module):
 
 
 class _MLP(nn.Module):
-    """Dense + ReLU per width (`agents.torsos.mlp_layers`); the identity with no widths."""
+    """Dense + ReLU per width (`podrl.agents.torsos.mlp_layers`); the identity with no widths."""
 
     sizes: tuple[int, ...]
 

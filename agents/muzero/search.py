@@ -7,7 +7,7 @@ improved policy for gumbel: the policy targets) and the search tree (its root va
 (`greedy=False`) adds the root noise (Dirichlet, Gumbel) and samples; evaluation (`greedy=True`)
 takes the most visited action (muzero, no noise) or Gumbel MuZero's choice without Gumbel noise.
 Inside Anakin's `shard_map` the search is traced with the varying-value check off
-(`podrl.parallel.without_varying_check`): mctx's simulation loop starts from constants.
+(`podrl.core.parallel.without_varying_check`): mctx's simulation loop starts from constants.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import jax
 import jax.numpy as jnp
 import mctx
 
-from agents.muzero.networks import MuZeroNetwork
-from agents.muzero.targets import logits_to_scalar
-from podrl.parallel import without_varying_check
+from podrl.agents.muzero.networks import MuZeroNetwork
+from podrl.agents.muzero.targets import logits_to_scalar
+from podrl.core.parallel import without_varying_check
 
 Array = jax.Array
 

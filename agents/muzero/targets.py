@@ -18,7 +18,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from agents.replay import n_step_targets
+from podrl.agents.replay import n_step_targets
 
 Array = jax.Array
 

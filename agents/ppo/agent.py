@@ -1,12 +1,12 @@
 """The PPO `Agent`: act with the actor-critic, update with clipped-surrogate SGD.
 
 `update` runs on one learner shard inside the layout's `shard_map`; it reduces
-across shards only through `podrl.parallel`: `learner_value_and_grad` averages
+across shards only through `podrl.core.parallel`: `learner_value_and_grad` averages
 gradients once per minibatch, `mean_across_learners` averages metrics once per
-update. Acting, init and the SGD step are `agents.actor_critic`'s.
+update. Acting, init and the SGD step are `podrl.agents.actor_critic`'s.
 
 With a recurrent core (`config.core`) the batch stays time-major: minibatches are whole
-env columns `[T, B / m]`, and the loss re-unrolls the core over each (`agents.unroll`);
+env columns `[T, B / m]`, and the loss re-unrolls the core over each (`podrl.agents.unroll`);
 feed-forward PPO shuffles the `T * B` transitions.
 """
 
@@ -16,25 +16,25 @@ import functools
 
 import jax
 
-from agents.actor_critic import (
+from podrl.agents.actor_critic import (
     Parts, actor_critic_agent, finish_update, for_member, make_optimizer, sgd_step, shuffled_epoch,
 )
-from agents.cores import is_recurrent
-from agents.ppo.config import PPOConfig
-from agents.ppo.losses import PPOBatch, make_loss_fn
-from agents.returns import batched_gae, learner_rewards
-from agents.unroll import env_minibatches, next_values
-from envs.types import EnvSpec
-from podrl.types import Agent, Metrics, TrainState, Trajectory
+from podrl.agents.cores import is_recurrent
+from podrl.agents.ppo.config import PPOConfig
+from podrl.agents.ppo.losses import PPOBatch, make_loss_fn
+from podrl.agents.returns import batched_gae, learner_rewards
+from podrl.agents.unroll import env_minibatches, next_values
+from podrl.envs.types import EnvSpec
+from podrl.core.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
 
-__all__ = ["make_agent", "make_optimizer"]  # make_optimizer: `agents.actor_critic`'s, re-exported
+__all__ = ["make_agent", "make_optimizer"]  # make_optimizer: `podrl.agents.actor_critic`'s, re-exported
 
 
 def make_agent(config: PPOConfig, env_spec: EnvSpec, total_updates: int) -> Agent:
     """The PPO agent for `env_spec`; `total_updates` calls of `update` anneal lr to 0. With
-    `config.normalize_observations` it acts and learns on normalised observations (`agents.obs_norm`)."""
+    `config.normalize_observations` it acts and learns on normalised observations (`podrl.agents.obs_norm`)."""
     return config.with_obs_norm(actor_critic_agent(config, env_spec, total_updates, make_loss_fn, _update))
 
 

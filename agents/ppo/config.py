@@ -11,12 +11,12 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
-from agents.config_base import (
+from podrl.agents.config_base import (
     AdamConfig, AgentConfigBase, EpochsConfig, ObsNormConfig, check_sequence_minibatches, check_sweepable,
 )
-from agents.config_checks import NetworkConfig, check_network_fields
-from agents.reward_clip import RewardClipConfig, check_reward_clip
-from podrl.errors import require_bool, require_number
+from podrl.agents.config_checks import NetworkConfig, check_network_fields
+from podrl.agents.reward_clip import RewardClipConfig, check_reward_clip
+from podrl.core.errors import require_bool, require_number
 
 if TYPE_CHECKING:
     import jax
@@ -65,7 +65,7 @@ class PPOConfig(AgentConfigBase, ObsNormConfig, RewardClipConfig, NetworkConfig,
     max_grad_norm: float = 0.5
     adam_eps: float = 1e-5
 
-    AGENT_MODULE: ClassVar[str] = "agents.ppo.agent"
+    AGENT_MODULE: ClassVar[str] = "podrl.agents.ppo.agent"
 
     SWEEPABLE: ClassVar[dict[str, tuple[float, float]]] = {
         "learning_rate": (0.0, math.inf), "entropy_coef": (0.0, math.inf), "value_coef": (0.0, math.inf),

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from agents.actor_critic import hyperparams_for
-from agents.networks import ActorCritic, action_distribution
-from agents.unroll import policy_and_value
+from podrl.agents.actor_critic import hyperparams_for
+from podrl.agents.networks import ActorCritic, action_distribution
+from podrl.agents.unroll import policy_and_value
 
 if TYPE_CHECKING:
-    from agents.ppo.config import PPOConfig, PPOHyperparams
+    from podrl.agents.ppo.config import PPOConfig, PPOHyperparams
 
 Array = jax.Array
 LossFn = Callable[..., tuple[Array, dict[str, Array]]]  # (params, batch, key[, hyperparams])

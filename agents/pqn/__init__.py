@@ -3,13 +3,13 @@ LayerNorm, epsilon-greedy acting, no target network and no replay, for both layo
 
     config = PQNConfig(learning_rate=5e-4)
     config.check_batch(rollout_length, envs_per_shard)
-    agent = config.make_agent(env_spec, total_updates)   # a podrl.types.Agent
+    agent = config.make_agent(env_spec, total_updates)   # a podrl.core.types.Agent
 
     python scripts/train_anakin.py agent:pqn
 """
 
-from agents.pqn.agent import make_agent, make_optimizer
-from agents.pqn.config import PQNConfig
-from agents.pqn.losses import PQNBatch, make_loss_fn
+from podrl.agents.pqn.agent import make_agent, make_optimizer
+from podrl.agents.pqn.config import PQNConfig
+from podrl.agents.pqn.losses import PQNBatch, make_loss_fn
 
 __all__ = ["PQNConfig", "make_agent", "make_optimizer", "PQNBatch", "make_loss_fn"]

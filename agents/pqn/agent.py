@@ -2,11 +2,11 @@
 
 `update` runs on one learner shard inside the layout's `shard_map`. It computes
 max_a Q(next_observation) `[T, B]` with the params before the update, the Q(lambda)
-targets `[T, B]` (`agents.returns.batched_q_lambda_returns`), then `num_epochs` passes of
+targets `[T, B]` (`podrl.agents.returns.batched_q_lambda_returns`), then `num_epochs` passes of
 `num_minibatches` shuffled minibatches of the `T * B` transitions, with the SGD step of
-`agents.actor_critic.sgd_step` on `params["network"]` (gradients averaged across learners
+`podrl.agents.actor_critic.sgd_step` on `params["network"]` (gradients averaged across learners
 by `learner_value_and_grad`). The params it hands on carry the next epsilon
-(`agents.q_learning`). Nothing here mentions devices, threads or layouts.
+(`podrl.agents.q_learning`). Nothing here mentions devices, threads or layouts.
 """
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from agents.actor_critic import finish_update, make_optimizer, shuffled_epoch
-from agents.pqn.config import PQNConfig
-from agents.pqn.losses import PQNBatch, make_loss_fn
-from agents.q_learning import QParts, next_params, q_agent, q_values
-from agents.returns import batched_q_lambda_returns, learner_rewards
-from envs.types import EnvSpec
-from podrl.types import Agent, Metrics, TrainState, Trajectory
+from podrl.agents.actor_critic import finish_update, make_optimizer, shuffled_epoch
+from podrl.agents.pqn.config import PQNConfig
+from podrl.agents.pqn.losses import PQNBatch, make_loss_fn
+from podrl.agents.q_learning import QParts, next_params, q_agent, q_values
+from podrl.agents.returns import batched_q_lambda_returns, learner_rewards
+from podrl.envs.types import EnvSpec
+from podrl.core.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
 
-__all__ = ["make_agent", "make_optimizer", "q_lambda_batch"]  # make_optimizer: `agents.actor_critic`'s
+__all__ = ["make_agent", "make_optimizer", "q_lambda_batch"]  # make_optimizer: `podrl.agents.actor_critic`'s
 
 
 def make_agent(config: PQNConfig, env_spec: EnvSpec, total_updates: int) -> Agent:

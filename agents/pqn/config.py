@@ -15,10 +15,10 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from agents.config_base import AdamConfig, AgentConfigBase, EpochsConfig, check_sweepable
-from agents.config_checks import EpsilonConfig, QNetworkConfig, check_epsilon_fields, check_q_network_fields
-from agents.reward_clip import RewardClipConfig, check_reward_clip
-from podrl.errors import require_number
+from podrl.agents.config_base import AdamConfig, AgentConfigBase, EpochsConfig, check_sweepable
+from podrl.agents.config_checks import EpsilonConfig, QNetworkConfig, check_epsilon_fields, check_q_network_fields
+from podrl.agents.reward_clip import RewardClipConfig, check_reward_clip
+from podrl.core.errors import require_number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +39,7 @@ class PQNConfig(AgentConfigBase, RewardClipConfig, EpsilonConfig, QNetworkConfig
     learning_rate: float = 5e-4
     max_grad_norm: float = 10.0
 
-    AGENT_MODULE: ClassVar[str] = "agents.pqn.agent"
+    AGENT_MODULE: ClassVar[str] = "podrl.agents.pqn.agent"
 
     def __post_init__(self) -> None:
         self.check_optimizer_fields()

@@ -8,10 +8,10 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from agents.q_learning import QNetwork
+from podrl.agents.q_learning import QNetwork
 
 if TYPE_CHECKING:
-    from agents.pqn.config import PQNConfig
+    from podrl.agents.pqn.config import PQNConfig
 
 Array = jax.Array
 LossFn = Callable[[object, "PQNBatch", Array], tuple[Array, dict[str, Array]]]
@@ -23,7 +23,7 @@ class PQNBatch(NamedTuple):
     Attributes:
       observation: `[N, *obs]`, o_t.
       action: `[N]` int32, a_t.
-      target: `[N]` float32, the Q(lambda) return G_t (`agents.returns.q_lambda_returns`),
+      target: `[N]` float32, the Q(lambda) return G_t (`podrl.agents.returns.q_lambda_returns`),
         computed once per update from the params before it, and held fixed.
     """
 

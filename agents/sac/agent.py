@@ -1,17 +1,17 @@
 """The SAC `Agent`: a tanh-squashed Gaussian actor, twin soft Q critics, a learned temperature.
 
-Train state (`podrl.types.TrainState`, see `agents.continuous`):
+Train state (`podrl.core.types.TrainState`, see `podrl.agents.continuous`):
   params       `{"actor": ..., "warmup": f32 []}`: what actors need.
-  opt_state    `agents.continuous.ContinuousLearnerState`: critics, their Polyak target,
+  opt_state    `podrl.agents.continuous.ContinuousLearnerState`: critics, their Polyak target,
                Adam states, `temperature = SACTemperature(log_alpha, its Adam state)`.
-  shard_state  `agents.replay.ReplayBuffer` of 1-step transitions, one per learner shard.
+  shard_state  `podrl.agents.replay.ReplayBuffer` of 1-step transitions, one per learner shard.
 
 Each gradient step (`_sgd_step`, on `batch_size` uniform samples; Haarnoja et al. 2018b,
 Algorithm 1): the critics toward the soft target with a' ~ pi(.|s') and the target critics;
 the actor on the updated critics; log alpha toward the target entropy -A (with the actor
 step's log pi); then the Polyak target update. The actor's output `[2A]` is the Gaussian's
 mean and a log std squashed by tanh into `[log_std_min, log_std_max]` (CleanRL); actions are
-u = tanh(z), scaled to the env's bounds by `agents.continuous.ActionBounds`.
+u = tanh(z), scaled to the env's bounds by `podrl.agents.continuous.ActionBounds`.
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from agents import replay
-from agents.actor_critic import base_optimizer
-from agents.continuous import (
+from podrl.agents import replay
+from podrl.agents.actor_critic import base_optimizer
+from podrl.agents.continuous import (
     ContinuousParts, continuous_agent, continuous_parts, critic_step, init_learner, optimizer_step, polyak,
     target_entropy,
 )
-from agents.sac.config import SACConfig
-from agents.sac.losses import actor_loss, soft_q_target, tanh_gaussian_log_prob, temperature_loss
-from envs.types import EnvSpec
-from podrl.types import Agent, Metrics, TrainState
+from podrl.agents.sac.config import SACConfig
+from podrl.agents.sac.losses import actor_loss, soft_q_target, tanh_gaussian_log_prob, temperature_loss
+from podrl.envs.types import EnvSpec
+from podrl.core.types import Agent, Metrics, TrainState
 
 Array = jax.Array
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from agents.config_base import AgentConfigBase, check_sweepable
-from agents.config_checks import ContinuousControlConfig, check_continuous_control_fields
-from podrl.errors import require_bool, require_number
+from podrl.agents.config_base import AgentConfigBase, check_sweepable
+from podrl.agents.config_checks import ContinuousControlConfig, check_continuous_control_fields
+from podrl.core.errors import require_bool, require_number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +40,7 @@ class SACConfig(AgentConfigBase, ContinuousControlConfig):
     log_std_max: float = 2.0
     """Upper bound of the actor's log standard deviation."""
 
-    AGENT_MODULE: ClassVar[str] = "agents.sac.agent"
+    AGENT_MODULE: ClassVar[str] = "podrl.agents.sac.agent"
 
     def __post_init__(self) -> None:
         check_continuous_control_fields(self)

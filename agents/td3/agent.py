@@ -1,10 +1,10 @@
 """The TD3 `Agent`: a deterministic tanh actor with Gaussian exploration, twin critics.
 
-Train state (`podrl.types.TrainState`, see `agents.continuous`):
+Train state (`podrl.core.types.TrainState`, see `podrl.agents.continuous`):
   params       `{"actor": ..., "warmup": f32 []}`: what actors need.
-  opt_state    `agents.continuous.ContinuousLearnerState`: critics, Polyak targets of the
+  opt_state    `podrl.agents.continuous.ContinuousLearnerState`: critics, Polyak targets of the
                critics and of the actor, Adam states, gradient steps taken.
-  shard_state  `agents.replay.ReplayBuffer` of 1-step transitions, one per learner shard.
+  shard_state  `podrl.agents.replay.ReplayBuffer` of 1-step transitions, one per learner shard.
 
 Each gradient step (`_sgd_step`; Fujimoto et al. 2018, Algorithm 1): the critics toward the
 clipped double-Q target at the smoothed target action; every `policy_delay`-th step also the
@@ -20,16 +20,16 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from agents import replay
-from agents.continuous import (
+from podrl.agents import replay
+from podrl.agents.continuous import (
     ContinuousLearnerState, ContinuousParts, continuous_agent, continuous_parts, critic_step, init_learner,
     optimizer_step, polyak,
 )
-from agents.td3.config import TD3Config
-from agents.td3.losses import clipped_double_q_target, deterministic_actor_loss, smoothed_target_action
-from envs.types import EnvSpec
-from podrl.parallel import vary_like
-from podrl.types import Agent, Metrics, TrainState
+from podrl.agents.td3.config import TD3Config
+from podrl.agents.td3.losses import clipped_double_q_target, deterministic_actor_loss, smoothed_target_action
+from podrl.envs.types import EnvSpec
+from podrl.core.parallel import vary_like
+from podrl.core.types import Agent, Metrics, TrainState
 
 Array = jax.Array
 

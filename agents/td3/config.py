@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from agents.config_base import AgentConfigBase, check_sweepable
-from agents.config_checks import ContinuousControlConfig, check_continuous_control_fields
-from podrl.errors import require_int, require_number
+from podrl.agents.config_base import AgentConfigBase, check_sweepable
+from podrl.agents.config_checks import ContinuousControlConfig, check_continuous_control_fields
+from podrl.core.errors import require_int, require_number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +40,7 @@ class TD3Config(AgentConfigBase, ContinuousControlConfig):
     policy_delay: int = 2
     """Critic steps per actor step; the target networks move with the actor."""
 
-    AGENT_MODULE: ClassVar[str] = "agents.td3.agent"
+    AGENT_MODULE: ClassVar[str] = "podrl.agents.td3.agent"
 
     def __post_init__(self) -> None:
         check_continuous_control_fields(self)

@@ -1,4 +1,4 @@
-"""Host vector envs for the Sebulba layout (the `envs.host.HostVectorEnv` contract).
+"""Host vector envs for the Sebulba layout (the `podrl.envs.host.HostVectorEnv` contract).
 
 * `GymnasiumVectorEnv`: gymnasium ids, single-env factories (sync/async) or VectorEnvs.
 * `DmEnvVectorEnv`: a factory of `dm_env.Environment`s, batched in a loop.
@@ -8,13 +8,13 @@
 * `check_host_env(env)`: a startup check of the contract.
 """
 
-from envs.adapters.ale import make_ale_env
-from envs.adapters.dm_env import DmEnvVectorEnv
-from envs.adapters.envpool import EnvpoolVectorEnv
-from envs.adapters.gymnasium import GymnasiumVectorEnv, ResetMaskError, build_vector_env
-from envs.adapters.jax_host import JaxHostVectorEnv, anakin_env_keys
-from envs.adapters.make import make_host_env
-from envs.adapters.specs import (
+from podrl.envs.adapters.ale import make_ale_env
+from podrl.envs.adapters.dm_env import DmEnvVectorEnv
+from podrl.envs.adapters.envpool import EnvpoolVectorEnv
+from podrl.envs.adapters.gymnasium import GymnasiumVectorEnv, ResetMaskError, build_vector_env
+from podrl.envs.adapters.jax_host import JaxHostVectorEnv, anakin_env_keys
+from podrl.envs.adapters.make import make_host_env
+from podrl.envs.adapters.specs import (
     EnvSpecMismatchError,
     EpisodeTracker,
     UnsupportedSpaceError,

@@ -7,7 +7,7 @@
 * gymnasium's `ALE/<Game>-v5` single envs (needs opencv) with gymnasium's
   `AtariPreprocessing` and `FrameStackObservation`,
 
-set up to follow an Atari protocol (`envs.adapters.atari`: "machado", the
+set up to follow an Atari protocol (`podrl.envs.adapters.atari`: "machado", the
 default, or "dqn"). Either way observations are uint8 `[B, 4, 84, 84]`, actions
 Discrete, rewards the raw game rewards (never clipped here) and `episode_return`
 the game's score. The returned env's `protocol` attribute says which settings it
@@ -20,10 +20,10 @@ import re
 from types import ModuleType
 from typing import Any
 
-from envs.adapters.atari import AtariProtocol, ale_vector_kwargs, atari_protocol, gymnasium_fallback_kwargs
-from envs.adapters.gymnasium import GymnasiumVectorEnv
-from envs.adapters.optional import MissingExtraError, import_optional
-from envs.registry import UnknownEnvError
+from podrl.envs.adapters.atari import AtariProtocol, ale_vector_kwargs, atari_protocol, gymnasium_fallback_kwargs
+from podrl.envs.adapters.gymnasium import GymnasiumVectorEnv
+from podrl.envs.adapters.optional import MissingExtraError, import_optional
+from podrl.envs.registry import UnknownEnvError
 
 
 def import_ale() -> ModuleType:
@@ -65,7 +65,7 @@ def make_ale_env(game: str, num_envs: int, *, vectorization: str = "sync", use_v
       num_envs: batch size B.
       vectorization: "sync"/"async" for the gymnasium fallback (AtariVectorEnv has its own threads).
       use_vector_env: force (True) or avoid (False) `ale_py.AtariVectorEnv`; default: use it if present.
-      **options: Atari options (`envs.adapters.atari.OPTIONS`: protocol, full_action_space, ...);
+      **options: Atari options (`podrl.envs.adapters.atari.OPTIONS`: protocol, full_action_space, ...);
         an unknown one is a ConfigError naming `env_kwargs`.
     """
     protocol = atari_protocol(**options)

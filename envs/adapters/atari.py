@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.errors import ConfigError
+from podrl.envs.errors import ConfigError
 
 FIELD = "env_kwargs"
 """The run-config field whose errors these are."""

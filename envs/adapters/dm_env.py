@@ -1,7 +1,7 @@
 """`DmEnvVectorEnv`: a batch of `dm_env.Environment`s as a podrl `HostVectorEnv`.
 
 The envs are stepped one after the other in a Python loop and their results
-stacked into `[B]`-leading numpy arrays (see `envs.host`).
+stacked into `[B]`-leading numpy arrays (see `podrl.envs.host`).
 
 dm_env has no `terminated`/`truncated` flags; it encodes the end of an episode
 in the discount of the LAST timestep:
@@ -28,8 +28,8 @@ from typing import Callable
 import dm_env
 import numpy as np
 
-from envs.adapters.specs import EpisodeTracker, convert_action_spec, convert_observation_spec
-from envs.types import ActionSpec, ObservationSpec, TimeStep
+from podrl.envs.adapters.specs import EpisodeTracker, convert_action_spec, convert_observation_spec
+from podrl.envs.types import ActionSpec, ObservationSpec, TimeStep
 
 
 def accepts_seed(factory: Callable) -> bool:

@@ -1,7 +1,7 @@
 """dm_control suite tasks as host envs: `make_host_env("dmc:cartpole-swingup", num_envs)`.
 
 `dmc:<domain>-<task>` loads `dm_control.suite.load(domain, task)` (the `dmc` extra) and runs it
-through the dm_env adapter (`envs.adapters.dm_env.DmEnvVectorEnv`), so the time limit and
+through the dm_env adapter (`podrl.envs.adapters.dm_env.DmEnvVectorEnv`), so the time limit and
 termination follow dm_env's convention there: the suite's time limit ends an episode with a
 LAST step of discount 1, which the adapter reports as a truncation (bootstrapped); a task that
 ends with discount 0 terminates.
@@ -28,9 +28,9 @@ import dm_env
 import numpy as np
 from dm_env import specs
 
-from envs.adapters.dm_env import DmEnvVectorEnv
-from envs.adapters.optional import import_optional
-from envs.registry import UnknownEnvError
+from podrl.envs.adapters.dm_env import DmEnvVectorEnv
+from podrl.envs.adapters.optional import import_optional
+from podrl.envs.registry import UnknownEnvError
 
 PREFIX = "dmc:"
 """Env names of this adapter: 'dmc:<domain>-<task>'."""

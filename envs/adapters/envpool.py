@@ -9,7 +9,7 @@ whenever it needs a new or repeated seed. Only the synchronous mode is
 supported (`batch_size` equal to `num_envs`, the default).
 
 Atari tasks (those whose envpool config has `repeat_action_probability`) follow an
-Atari protocol (`envs.adapters.atari`: "machado" by default, or "dqn"): their
+Atari protocol (`podrl.envs.adapters.atari`: "machado" by default, or "dqn"): their
 keyword arguments are the Atari options (protocol, full_action_space, ...), mapped
 onto envpool's; rewards are never clipped and episodic life is podrl's. Other
 tasks take `envpool.make` keyword arguments; an unknown one is a ConfigError
@@ -21,11 +21,11 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from envs.adapters.atari import FIELD, AtariProtocol, atari_protocol, envpool_kwargs
-from envs.adapters.gymnasium import GymnasiumVectorEnv
-from envs.adapters.optional import import_optional
-from envs.registry import UnknownEnvError
-from envs.errors import ConfigError
+from podrl.envs.adapters.atari import FIELD, AtariProtocol, atari_protocol, envpool_kwargs
+from podrl.envs.adapters.gymnasium import GymnasiumVectorEnv
+from podrl.envs.adapters.optional import import_optional
+from podrl.envs.registry import UnknownEnvError
+from podrl.envs.errors import ConfigError
 
 
 def import_envpool() -> ModuleType:

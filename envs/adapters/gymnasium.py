@@ -1,4 +1,4 @@
-"""`GymnasiumVectorEnv`: gymnasium envs as a podrl `HostVectorEnv` (see `envs.host`).
+"""`GymnasiumVectorEnv`: gymnasium envs as a podrl `HostVectorEnv` (see `podrl.envs.host`).
 
 Wraps (a) a gymnasium id, (b) a factory of single `gymnasium.Env`s, vectorised
 "sync" (`SyncVectorEnv`) or "async" (`AsyncVectorEnv` in a *spawn* or
@@ -17,7 +17,7 @@ Shapes: `B = num_envs`; actions `[B, *action_shape]`; every returned array is
 `[B]`-leading numpy (observation `[B, *obs_shape]`, floating obs as float32).
 `terminated` wins over `truncated` when an env reports both.
 
-With `episodic_life=True` (Atari's "dqn" protocol, `envs.adapters.atari`) a step
+With `episodic_life=True` (Atari's "dqn" protocol, `podrl.envs.adapters.atari`) a step
 in which `infos["lives"]` drops while the game goes on is a MID step with
 discount 0: the learning episode ends there, the game and its running
 `episode_return` do not (`EpisodeTracker.transition(life_lost=...)`).
@@ -32,9 +32,9 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
-from envs.adapters.atari import life_lost
-from envs.adapters.specs import EnvSpecMismatchError, EpisodeTracker, convert_action_spec, convert_observation_spec
-from envs.types import ActionSpec, ObservationSpec, TimeStep
+from podrl.envs.adapters.atari import life_lost
+from podrl.envs.adapters.specs import EnvSpecMismatchError, EpisodeTracker, convert_action_spec, convert_observation_spec
+from podrl.envs.types import ActionSpec, ObservationSpec, TimeStep
 
 SAFE_CONTEXTS = ("spawn", "forkserver")
 """multiprocessing start methods that are safe once JAX is running (fork is not)."""

@@ -1,11 +1,11 @@
 """`JaxHostVectorEnv`: a functional JAX env stepped on the host CPU as a `HostVectorEnv`.
 
-The env is wrapped with `envs.wrap_for_training` (auto-reset + episode stats),
+The env is wrapped with `podrl.envs.wrap_for_training` (auto-reset + episode stats),
 exactly as the Anakin layout runs it, and `num_envs` copies are stepped by one
 jitted, vmapped call on this process's first CPU device (`jax.local_devices(backend="cpu")[0]`). Results come back as numpy.
 
 Reset keys: `reset(seed)` derives the per-env keys as a single-device,
-single-seed Anakin run does (the `env_key` branch of `podrl.keys`; envs never
+single-seed Anakin run does (the `env_key` branch of `podrl.core.keys`; envs never
 import podrl, tests/test_keys.py holds the two equal)::
 
     params_key, env_key, run_key = jax.random.split(jax.random.key(seed), 3)
@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.types import ActionSpec, JaxEnv, ObservationSpec, PRNGKey, TimeStep
-from envs.wrappers import batch_step, wrap_for_training
+from podrl.envs.types import ActionSpec, JaxEnv, ObservationSpec, PRNGKey, TimeStep
+from podrl.envs.wrappers import batch_step, wrap_for_training
 
 
 def anakin_env_keys(seed: int, num_envs: int) -> PRNGKey:
@@ -40,7 +40,7 @@ def _with_truncated(ts: TimeStep) -> TimeStep:
 
 
 class JaxHostVectorEnv:
-    """`num_envs` copies of a `JaxEnv` (from `envs.make`) on the host CPU (module docstring).
+    """`num_envs` copies of a `JaxEnv` (from `podrl.envs.make`) on the host CPU (module docstring).
 
     Attributes:
       env: the env as given; training_env: `wrap_for_training(env)`;

@@ -5,14 +5,14 @@ Accepted names:
 ==========================  =====================================================
 "CartPole-v1"               a gymnasium id (gymnasium.make, sync/async vectorised)
 "ALE/Pong-v5"               a gymnasium ALE id (registers ale-py's envs first)
-"jax:CartPole-v1"           any `envs.make` name, stepped on the host CPU
-"gymnax:Breakout-MinAtar"   a gymnax env (`envs.gymnax`), stepped on the host CPU as
+"jax:CartPole-v1"           any `podrl.envs.make` name, stepped on the host CPU
+"gymnax:Breakout-MinAtar"   a gymnax env (`podrl.envs.gymnax`), stepped on the host CPU as
                             'jax:gymnax:Breakout-MinAtar' is (the same env)
 "craftax:Craftax-Classic-Symbolic-v1"  a Craftax env, likewise
 "dm_env:pkg.mod:factory"    a factory of `dm_env.Environment`s
-"dmc:cartpole-swingup"      a dm_control suite task (`envs.adapters.dmc`, flat observations)
-"ale:Pong", "ale:ALE/Pong-v5"  Atari via ale-py (`envs.adapters.ale`)
-"envpool:Pong-v5"           an envpool task (`envs.adapters.envpool`)
+"dmc:cartpole-swingup"      a dm_control suite task (`podrl.envs.adapters.dmc`, flat observations)
+"ale:Pong", "ale:ALE/Pong-v5"  Atari via ale-py (`podrl.envs.adapters.ale`)
+"envpool:Pong-v5"           an envpool task (`podrl.envs.adapters.envpool`)
 "pkg.mod:factory"           a user's factory returning a gymnasium.Env, a gymnasium
                             VectorEnv, a dm_env.Environment or a HostVectorEnv
 ==========================  =====================================================
@@ -33,15 +33,15 @@ import dm_env
 import gymnasium
 from gymnasium.vector import VectorEnv
 
-from envs.adapters.dm_env import DmEnvVectorEnv
-from envs.adapters.gymnasium import GymnasiumVectorEnv
-from envs.adapters.jax_host import JaxHostVectorEnv
-from envs.gymnax import is_suite_name
-from envs.host import HostVectorEnv
-from envs.registry import UnknownEnvError, check_name, import_user_module, make
+from podrl.envs.adapters.dm_env import DmEnvVectorEnv
+from podrl.envs.adapters.gymnasium import GymnasiumVectorEnv
+from podrl.envs.adapters.jax_host import JaxHostVectorEnv
+from podrl.envs.gymnax import is_suite_name
+from podrl.envs.host import HostVectorEnv
+from podrl.envs.registry import UnknownEnvError, check_name, import_user_module, make
 
 FORMS = (
-    "a gymnasium id ('CartPole-v1'), 'jax:<envs.make name>', 'gymnax:<id>', 'craftax:<id>', "
+    "a gymnasium id ('CartPole-v1'), 'jax:<podrl.envs.make name>', 'gymnax:<id>', 'craftax:<id>', "
     "'dm_env:module:factory', 'dmc:<domain>-<task>', "
     "'ale:Pong', 'envpool:Pong-v5' or 'module:factory'"
 )
@@ -91,7 +91,7 @@ def _from_user_factory(name: str, factory: Callable, num_envs: int, seed: int, v
 
 def _gymnasium_id(name: str) -> bool:
     if name.startswith("ALE/"):
-        from envs.adapters.ale import import_ale
+        from podrl.envs.adapters.ale import import_ale
 
         gymnasium.register_envs(import_ale())
     return name in gymnasium.registry
@@ -105,8 +105,8 @@ def make_host_env(
     `seed` seeds what is fixed at construction (envpool, seeded dm_env factories);
     call `env.reset(seed)` before stepping. `vectorization` ("sync" or "async",
     spawn context) applies to envs built from single gymnasium envs. `kwargs` are
-    Atari options for `ale:` and Atari `envpool:` ids (`envs.adapters.atari`), else
-    go to the backend's constructor (gymnasium.make, envpool.make, envs.make, a factory).
+    Atari options for `ale:` and Atari `envpool:` ids (`podrl.envs.adapters.atari`), else
+    go to the backend's constructor (gymnasium.make, envpool.make, podrl.envs.make, a factory).
     Raises `envs.UnknownEnvError` for a name that resolves to nothing.
     """
     prefix, _, rest = name.partition(":")
@@ -119,15 +119,15 @@ def make_host_env(
             raise UnknownEnvError(f"env {name!r}: expected 'dm_env:module:factory'")
         return DmEnvVectorEnv(_with_options(_import_attr(name, rest), kwargs), num_envs, seed=seed)
     if prefix == "dmc":
-        from envs.adapters.dmc import make_dmc_env
+        from podrl.envs.adapters.dmc import make_dmc_env
 
         return make_dmc_env(name, num_envs, seed=seed, **kwargs)
     if prefix == "ale":
-        from envs.adapters.ale import make_ale_env
+        from podrl.envs.adapters.ale import make_ale_env
 
         return make_ale_env(rest, num_envs, vectorization=vectorization, **kwargs)
     if prefix == "envpool":
-        from envs.adapters.envpool import EnvpoolVectorEnv
+        from podrl.envs.adapters.envpool import EnvpoolVectorEnv
 
         return EnvpoolVectorEnv(rest, num_envs, seed=seed, **kwargs)
     if not rest:  # no colon: a gymnasium id

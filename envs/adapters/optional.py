@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from envs.errors import UserInputError
+from podrl.envs.errors import UserInputError
 
 
 class MissingExtraError(UserInputError, ImportError):

@@ -5,8 +5,8 @@
   float32; Discrete -> `DiscreteArray` int32, Box -> `BoundedArray`). Anything
   else raises `UnsupportedSpaceError` naming the space.
 * `EpisodeTracker` builds the batched numpy `TimeStep`s every adapter returns
-  (see `envs.host`), keeping running episode returns/lengths exactly like
-  `envs.wrappers.EpisodeStats` (float32 sum, int32 count, zeroed after LAST).
+  (see `podrl.envs.host`), keeping running episode returns/lengths exactly like
+  `podrl.envs.wrappers.EpisodeStats` (float32 sum, int32 count, zeroed after LAST).
 * `check_host_env` resets and steps a `HostVectorEnv` with actions sampled from
   its action spec and raises `EnvSpecMismatchError` at the first field that
   breaks the contract.
@@ -20,9 +20,9 @@ import numpy as np
 from dm_env import specs
 from gymnasium import spaces
 
-from envs.host import EXTRAS_KEYS, HostVectorEnv
-from envs.types import FIRST, LAST, MID, ActionSpec, ObservationSpec, TimeStep
-from envs.errors import UserInputError
+from podrl.envs.host import EXTRAS_KEYS, HostVectorEnv
+from podrl.envs.types import FIRST, LAST, MID, ActionSpec, ObservationSpec, TimeStep
+from podrl.envs.errors import UserInputError
 
 
 class UnsupportedSpaceError(UserInputError, TypeError):
@@ -114,7 +114,7 @@ def convert_action_spec(space: Any, name: str = "action") -> ActionSpec:
 class EpisodeTracker:
     """Running episode statistics of `num_envs` envs, and the `TimeStep`s built from them.
 
-    Mirrors `envs.wrappers.EpisodeStats` + `AutoReset`: returns are float32 sums,
+    Mirrors `podrl.envs.wrappers.EpisodeStats` + `AutoReset`: returns are float32 sums,
     lengths int32 counts including the current step; both restart at 0 after LAST.
     """
 
@@ -218,7 +218,7 @@ class _Checker:
 
     def timestep(self, method: str, ts: Any, step_types: tuple[int, ...]) -> None:
         if not isinstance(ts, TimeStep):
-            self.fail(method, "return type", "envs.types.TimeStep", type(ts).__name__)
+            self.fail(method, "return type", "podrl.envs.types.TimeStep", type(ts).__name__)
         b, obs_shape = (self.b,), (self.b, *self.obs_spec.shape)
         self.array(method, "observation", ts.observation, obs_shape, self.obs_spec.dtype)
         self.array(method, "step_type", ts.step_type, b, np.int32)
@@ -255,7 +255,7 @@ def _check_action_spec(checker: _Checker, spec: Any) -> None:
 
 
 def check_host_env(env: HostVectorEnv, steps: int = 8, seed: int = 0) -> None:
-    """Startup check of a HostVectorEnv against the `envs.host` contract.
+    """Startup check of a HostVectorEnv against the `podrl.envs.host` contract.
 
     Resets with `seed`, then steps `steps` times with actions sampled from
     `env.action_spec()` (its minimum, its maximum, then uniform), checking

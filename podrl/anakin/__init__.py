@@ -3,7 +3,7 @@
 from podrl.anakin.config import AnakinConfig
 from podrl.anakin.program import AnakinProgram, AnakinState, CallMetrics, summarize_call
 from podrl.anakin.train import AnakinResult, train_anakin
-from podrl.errors import NonFiniteError
+from podrl.core.errors import NonFiniteError
 
 __all__ = ["AnakinConfig", "AnakinProgram", "AnakinState", "CallMetrics", "summarize_call", "AnakinResult", "train_anakin",
            "NonFiniteError"]

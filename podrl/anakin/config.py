@@ -10,11 +10,11 @@ import dataclasses
 import functools
 from typing import ClassVar
 
-from envs.registry import check_name
-from podrl.config import RunConfig
-from podrl.errors import ConfigError, require_int, require_number
-from podrl.population import SweepAxis, check_sweep, parse_sweep
-from podrl.types import AgentConfig
+from podrl.envs.registry import check_name
+from podrl.run.config import RunConfig
+from podrl.core.errors import ConfigError, require_int, require_number
+from podrl.core.population import SweepAxis, check_sweep, parse_sweep
+from podrl.core.types import AgentConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +39,7 @@ class AnakinConfig(RunConfig):
         "cpu_devices": "On CPU, split the host into this many JAX devices (a fake mesh; same as "
                        "XLA_FLAGS=--xla_force_host_platform_device_count=N).",
     }
-    """--help wording of shared fields, for this layout (`podrl.cli_flags`)."""
+    """--help wording of shared fields, for this layout (`podrl.cli.flags`)."""
 
     num_seeds: int = 1
     """Independent seeds trained in one compiled program (vmap over seeds), each with its own metrics."""
@@ -93,7 +93,7 @@ class AnakinConfig(RunConfig):
 
     @functools.cached_property
     def sweep_axes(self) -> tuple[SweepAxis, ...]:
-        """`sweep` parsed (`podrl.population.parse_sweep`), once."""
+        """`sweep` parsed (`podrl.core.population.parse_sweep`), once."""
         return tuple(parse_sweep(self.sweep))
 
     @property

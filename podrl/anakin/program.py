@@ -1,7 +1,7 @@
 """Anakin: the JAX env and the agent in one jitted program per device.
 
 One compiled call runs `updates_per_call` updates. The mesh is 2-D, `(POPULATION_AXIS,
-DATA_AXIS)` of shape `(R, D)`: the S seeds (or population members, `podrl.population`)
+DATA_AXIS)` of shape `(R, D)`: the S seeds (or population members, `podrl.core.population`)
 are split over the R rows, S/R per row, and each member's envs over the D devices of
 its row. On every device and for each of its row's members (vmap; a lone member runs
 unbatched, so the rollout's reset cond stays a cond), an update is: a `lax.scan`
@@ -15,12 +15,12 @@ With R = 1 (the default) this is the 1-D data-parallel program, value for value.
 Global array layout (S members, R rows, D shards, E envs per member, E/D per shard),
 POP = POPULATION_AXIS:
   train_state  `[S, ...]`              spec P(POP), except
-    .shard_state `[S, D, ...]`         spec P(POP, DATA_AXIS) (`podrl.learner_state`)
+    .shard_state `[S, D, ...]`         spec P(POP, DATA_AXIS) (`podrl.core.learner_state`)
     .hyperparams {field: `[S]`}        a population's swept values (else ())
   acting       `[S, E, ...]`           spec P(POP, DATA_AXIS)
   key          `[S, D]` typed keys     spec P(POP, DATA_AXIS), one per shard
 
-Keys follow `podrl.keys` (the tree Sebulba uses too): seed `seed + s` gives the
+Keys follow `podrl.core.keys` (the tree Sebulba uses too): seed `seed + s` gives the
 params, env and run keys; shard d's base key is `base_key(run_key, d)` and update
 `i` draws from `update_keys(base, i)`, so a run is a pure function of (seed, update index).
 """
@@ -35,16 +35,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
-from envs.types import JaxEnv
-from envs.wrappers import wrap_for_training
+from podrl.envs.types import JaxEnv
+from podrl.envs.wrappers import wrap_for_training
 from podrl.anakin.config import AnakinConfig
-from podrl.evaluation import evaluate_greedy
-from podrl.finite import InputCounts, add_counts, count_nonfinite
-from podrl.learner_state import shard_global, shard_local, train_state_spec
-from podrl.parallel import DATA_AXIS, POPULATION_AXIS, mean_across_learners, sum_across_learners, vary_like
-from podrl.keys import base_key, env_keys, eval_keys, per_seed_keys, seed_keys, update_keys
+from podrl.run.evaluation import evaluate_greedy
+from podrl.core.finite import InputCounts, add_counts, count_nonfinite
+from podrl.core.learner_state import shard_global, shard_local, train_state_spec
+from podrl.core.parallel import DATA_AXIS, POPULATION_AXIS, mean_across_learners, sum_across_learners, vary_like
+from podrl.core.keys import base_key, env_keys, eval_keys, per_seed_keys, seed_keys, update_keys
 from podrl.anakin.rollout import ActingState, EpisodeTotals, reset_batch, rollout
-from podrl.types import Agent, Array, Metrics, TrainState
+from podrl.core.types import Agent, Array, Metrics, TrainState
 
 
 class AnakinState(NamedTuple):
@@ -61,7 +61,7 @@ class CallMetrics(NamedTuple):
     agent: Metrics  # sum of each agent metric over the updates done
     episodes: EpisodeTotals  # over all shards
     updates: Array  # float32, updates done in this call
-    inputs: InputCounts  # non-finite rewards/observations of the call's training rollouts (`podrl.finite`)
+    inputs: InputCounts  # non-finite rewards/observations of the call's training rollouts (`podrl.core.finite`)
     hyperparams: Any = ()  # a population's swept values {field: [S]} during this call (else ())
 
 
@@ -93,7 +93,7 @@ def two_d(mesh: Mesh) -> Mesh:
     """`mesh` as the `(POPULATION_AXIS, DATA_AXIS)` mesh (a 1-D data mesh becomes one row)."""
     if POPULATION_AXIS in mesh.axis_names:
         return mesh
-    from podrl.mesh import population_mesh
+    from podrl.core.mesh import population_mesh
 
     return population_mesh(list(mesh.devices.flat), 1)
 
@@ -103,11 +103,11 @@ class AnakinProgram:
 
     Args:
       agent: the agent (pure functions).
-      env: the JAX env as `envs.make` returns it (time limit included, no auto-reset).
+      env: the JAX env as `podrl.envs.make` returns it (time limit included, no auto-reset).
       config: run config (already validated, `check_layout` passed).
-      mesh: the `(POPULATION_AXIS, DATA_AXIS)` mesh (`podrl.mesh.population_mesh`); a 1-D
+      mesh: the `(POPULATION_AXIS, DATA_AXIS)` mesh (`podrl.core.mesh.population_mesh`); a 1-D
         `DATA_AXIS` mesh is taken as one row.
-      hyperparams: a population's swept values, {field: float32 `[S]`} (`podrl.population`).
+      hyperparams: a population's swept values, {field: float32 `[S]`} (`podrl.core.population`).
     """
 
     def __init__(self, agent: Agent, env: JaxEnv, config: AnakinConfig, mesh: Mesh, env_spec,
@@ -131,7 +131,7 @@ class AnakinProgram:
         self._exploit = None
 
     def _shard_jit(self, fn: Callable, in_specs, out_specs, donate: bool = False):
-        # An env may opt out of shard_map's varying-value check (envs.gymnax: suite loops whose
+        # An env may opt out of shard_map's varying-value check (podrl.envs.gymnax: suite loops whose
         # carries start from constants); every reduction here is an explicit pmean/psum either way.
         check_vma = bool(getattr(self.env, "shard_map_check_vma", True))
         mapped = jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs, check_vma=check_vma)
@@ -212,7 +212,7 @@ class AnakinProgram:
             acc = acc._replace(hyperparams=state.train_state.hyperparams)
             return state._replace(train_state=shard_global(state.train_state)), acc
 
-        if self.members_per_row == 1:  # no vmap: the rollout's reset cond stays a cond (`envs.wrappers.batch_step`)
+        if self.members_per_row == 1:  # no vmap: the rollout's reset cond stays a cond (`podrl.envs.wrappers.batch_step`)
             state, acc = jax.tree.map(lambda x: x[None], one_seed(jax.tree.map(lambda x: x[0], state)))
         else:
             state, acc = jax.vmap(one_seed)(state)
@@ -240,7 +240,7 @@ class AnakinProgram:
         return self._init(seeds)
 
     def exploit(self, state: AnakinState, source: np.ndarray, hyperparams: dict[str, np.ndarray]) -> AnakinState:
-        """PBT's exploit/explore applied on device (`podrl.population`): member i's train state
+        """PBT's exploit/explore applied on device (`podrl.core.population`): member i's train state
         becomes member `source[i]`'s, with `hyperparams` ({field: `[S]`}) as its swept values;
         env states and keys stay each member's own. One small jitted gather, the train call is
         not recompiled (the result keeps the state's shardings)."""
@@ -264,7 +264,7 @@ class AnakinProgram:
 
     def program_text(self) -> str:
         """The compiled train call's optimized HLO (after `compile`): its op names are the
-        thunk names of a profiler trace (`podrl.profiling.loop_labels`)."""
+        thunk names of a profiler trace (`podrl.run.profiling.loop_labels`)."""
         if self._compiled_call is None:
             raise RuntimeError("compile() first")
         return self._compiled_call.as_text()

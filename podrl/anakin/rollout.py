@@ -7,11 +7,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from envs.types import EnvState, JaxEnv, TimeStep
-from envs.wrappers import batch_step
-from podrl.keys import step_keys
-from podrl.parallel import match_varying
-from podrl.types import ActorState, Agent, Array, Params, PRNGKey, Trajectory, reset_finished_actor_state
+from podrl.envs.types import EnvState, JaxEnv, TimeStep
+from podrl.envs.wrappers import batch_step
+from podrl.core.keys import step_keys
+from podrl.core.parallel import match_varying
+from podrl.core.types import ActorState, Agent, Array, Params, PRNGKey, Trajectory, reset_finished_actor_state
 
 
 class ActingState(NamedTuple):
@@ -64,8 +64,8 @@ def rollout(
 ) -> tuple[ActingState, Trajectory, EpisodeTotals]:
     """Acts `length` steps in every env of the batch.
 
-    `env` must be auto-resetting with episode statistics (`envs.wrap_for_training`); it steps
-    the batch with `envs.wrappers.batch_step` (resets only on steps where an episode ends).
+    `env` must be auto-resetting with episode statistics (`podrl.envs.wrap_for_training`); it steps
+    the batch with `podrl.envs.wrappers.batch_step` (resets only on steps where an episode ends).
     Returns the next acting state, a `[length, B]` Trajectory, and the totals of
     the episodes that finished during the rollout.
     """

@@ -1,4 +1,4 @@
-"""Anakin training: validate, build the compiled program, and let `podrl.driver` run it.
+"""Anakin training: validate, build the compiled program, and let `podrl.run.driver` run it.
 
 Stops cleanly (checkpoint first) on SIGINT/SIGTERM or after
 `checkpoint.stop_after_updates`; resumes exactly from `checkpoint.resume`
@@ -15,17 +15,17 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from envs.types import JaxEnv
+from podrl.envs.types import JaxEnv
 from podrl.anakin.program import AnakinProgram, AnakinState, summarize_call
 from podrl.anakin.config import AnakinConfig
-from podrl.driver import drive
-from podrl.finite import InputCounts, check_evaluation, check_training, rows_with_nonfinite
-from podrl.learner_state import check_shard_state_fits
-from podrl.population import lineage_record, member_values, pbt_decide, sweepable
-from podrl.profiling import write_program_text
-from podrl.run import RunContext
-from podrl.types import AgentConfig
-from podrl.watchdog import within
+from podrl.run.driver import drive
+from podrl.core.finite import InputCounts, check_evaluation, check_training, rows_with_nonfinite
+from podrl.core.learner_state import check_shard_state_fits
+from podrl.core.population import lineage_record, member_values, pbt_decide, sweepable
+from podrl.run.profiling import write_program_text
+from podrl.run.context import RunContext
+from podrl.core.types import AgentConfig
+from podrl.run.watchdog import within
 
 
 class AnakinResult(NamedTuple):
@@ -46,9 +46,9 @@ def train_anakin(config: AnakinConfig, agent_config: AgentConfig, env: JaxEnv | 
     Validates everything before compiling, compiles the train call once (AOT),
     then loops: one call = `updates_per_call` updates, one log record.
     """
-    from envs.registry import make
-    from envs.types import env_spec as spec_of
-    from podrl.mesh import mesh_devices, population_mesh
+    from podrl.envs.registry import make
+    from podrl.envs.types import env_spec as spec_of
+    from podrl.core.mesh import mesh_devices, population_mesh
 
     devices = devices if devices is not None else mesh_devices(config.num_devices)
     config.check_layout(len(devices), agent_config)
@@ -67,13 +67,13 @@ def train_anakin(config: AnakinConfig, agent_config: AgentConfig, env: JaxEnv | 
 
 
 class AnakinRun:
-    """The Anakin host program the driver runs (`podrl.driver.Program`): one training call is
+    """The Anakin host program the driver runs (`podrl.run.driver.Program`): one training call is
     `updates_per_call` updates of the compiled `AnakinProgram`, each stage under the `timeout_s` watchdog.
 
     Args:
       program: the compiled pieces.
       config: the run config.
-      bounds: the swept hyperparameters' bounds, for PBT's explore step (`podrl.population.sweepable`).
+      bounds: the swept hyperparameters' bounds, for PBT's explore step (`podrl.core.population.sweepable`).
     """
 
     save_on_failure = False  # the failed call donated the state's buffers
@@ -149,7 +149,7 @@ class AnakinRun:
 
 def _pbt_step(program: AnakinProgram, state, summary: dict[str, Any], update: int, config: AnakinConfig,
               bounds: dict[str, tuple[float, float]]):
-    """Exploit/explore after update `update` (`podrl.population`), decided from this call's returns;
+    """Exploit/explore after update `update` (`podrl.core.population`), decided from this call's returns;
     adds the lineage (`pbt/parent`, `pbt/replaced`, `pbt/hp/<field>` after) to `summary`."""
     current = {name[3:]: np.asarray(v) for name, v in summary.items() if name.startswith("hp/")}
     decision = pbt_decide(np.asarray(summary["episode_return"]), current, config.pbt_fraction,

@@ -18,13 +18,13 @@ from typing import Any, Callable, NamedTuple
 import jax
 import numpy as np
 
-from envs.host import HostVectorEnv
-from envs.types import LAST, TimeStep
-from podrl.keys import step_keys, update_keys
+from podrl.envs.host import HostVectorEnv
+from podrl.envs.types import LAST, TimeStep
+from podrl.core.keys import step_keys, update_keys
 from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.stopping import RunStopped, StopSignal
 from podrl.sebulba.transport import place_on_learners, stack_rollout, step_record
-from podrl.types import Agent, Trajectory, reset_finished_actor_state
+from podrl.core.types import Agent, Trajectory, reset_finished_actor_state
 
 
 class Rollout(NamedTuple):
@@ -75,7 +75,7 @@ class ActorThread(threading.Thread):
     Args:
       index: the thread's index on this process. env / first: its env batch and the reset's timestep.
       policy: how it acts. link: params in, rollouts out, the stop signal.
-      base_key: its PRNG base key (`podrl.keys.base_key`). rollouts: the rollout indices it produces.
+      base_key: its PRNG base key (`podrl.core.keys.base_key`). rollouts: the rollout indices it produces.
     """
 
     def __init__(self, index: int, env: HostVectorEnv, first: TimeStep, policy: ActorPolicy, link: ActorLink,

@@ -7,9 +7,9 @@ import dataclasses
 import functools
 from typing import Any, ClassVar
 
-from podrl.config import RunConfig
-from podrl.errors import ConfigError, is_int, require_choice, require_int, require_number
-from podrl.types import AgentConfig
+from podrl.run.config import RunConfig
+from podrl.core.errors import ConfigError, is_int, require_choice, require_int, require_number
+from podrl.core.types import AgentConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +28,7 @@ class SebulbaConfig(RunConfig):
         "cpu_devices": "On CPU, split the host into this many JAX devices (actors on --actor-devices, learners "
                        "on the rest).",
     }
-    """--help wording of shared fields, for this layout (`podrl.cli_flags`)."""
+    """--help wording of shared fields, for this layout (`podrl.cli.flags`)."""
 
     eval_every: int = 0
     """Evaluate the greedy policy every this many updates (after the log record that reaches or passes each multiple) and at the end; 0 = only at the end."""
@@ -71,7 +71,7 @@ class SebulbaConfig(RunConfig):
         super().__post_init__()
         options = self.env_options  # checks the key=value syntax
         if self.env.startswith("ale:"):  # Atari options are known without building the env
-            from envs.adapters.atari import atari_protocol
+            from podrl.envs.adapters.atari import atari_protocol
 
             atari_protocol(**options)
 

@@ -3,8 +3,8 @@
 It calls the very same `Agent.update` as Anakin. The rollouts of all actor
 threads arrive already split along the batch axis over the learner devices; each
 shard concatenates its local pieces (no cross-device traffic) and updates on
-them, gradients averaged by the agent through `podrl.parallel`. The train state
-lies on the mesh as `podrl.learner_state` says (the per-shard `shard_state`
+them, gradients averaged by the agent through `podrl.core.parallel`. The train state
+lies on the mesh as `podrl.core.learner_state` says (the per-shard `shard_state`
 sharded over the learners, the rest replicated).
 """
 
@@ -16,12 +16,12 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, PartitionSpec as P
 
-from podrl.learner_state import shard_global, shard_local, train_state_spec
-from podrl.finite import count_nonfinite
-from podrl.parallel import DATA_AXIS, sum_across_learners
-from podrl.keys import update_keys
+from podrl.core.learner_state import shard_global, shard_local, train_state_spec
+from podrl.core.finite import count_nonfinite
+from podrl.core.parallel import DATA_AXIS, sum_across_learners
+from podrl.core.keys import update_keys
 from podrl.sebulba.transport import TRAJECTORY_SPEC
-from podrl.types import Agent, TrainState, Trajectory
+from podrl.core.types import Agent, TrainState, Trajectory
 
 def concat_batches(pieces: list[Trajectory]) -> Trajectory:
     """Joins `[T, B_i]` trajectories along the batch axis (actor state along its axis 0)."""
@@ -50,7 +50,7 @@ class LearnerStep:
         return train_state, metrics
 
     def checked(self, train_state: TrainState, shard_keys, index, *pieces):
-        """`(train_state, metrics, inputs)`: `inputs` (`podrl.finite.InputCounts` of `[num_pieces]` arrays) counts
+        """`(train_state, metrics, inputs)`: `inputs` (`podrl.core.finite.InputCounts` of `[num_pieces]` arrays) counts
         each piece's NaN/Inf rewards and observations, over all its learner shards."""
         rest, shard_state, metrics, inputs = self.jitted(train_state._replace(shard_state=()),
                                                          train_state.shard_state, shard_keys, index, *pieces)

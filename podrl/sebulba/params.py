@@ -24,7 +24,7 @@ from typing import Any
 
 import jax
 
-from podrl.mesh import local_replica
+from podrl.core.mesh import local_replica
 from podrl.sebulba.stopping import StopSignal
 
 

@@ -1,6 +1,6 @@
 """The Sebulba host program: actor threads on host envs feed the learner step in the main thread.
 
-It has Anakin's host interface (`podrl.driver.Program`), so `podrl.driver.drive` runs it:
+It has Anakin's host interface (`podrl.run.driver.Program`), so `podrl.run.driver.drive` runs it:
 `init` builds the envs (checked against their specs), the agent and its train state on the
 learner mesh; `compile` resets the envs and compiles inference on every actor device and the
 learner step; `start` publishes the params and starts the actors (`ActorPool`); one training
@@ -24,14 +24,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from envs.types import EnvSpec
-from podrl.distributed import host_sum, is_main_process
-from podrl.evaluation import evaluate_host_greedy
-from podrl.finite import InputCounts, check_evaluation, check_training, rows_with_nonfinite
-from podrl.keys import base_key, seed_keys
-from podrl.learner_state import check_shard_state_fits, init_on_mesh
-from podrl.mesh import data_mesh, local_replica
-from podrl.parallel import DATA_AXIS
+from podrl.envs.types import EnvSpec
+from podrl.core.distributed import host_sum, is_main_process
+from podrl.run.evaluation import evaluate_host_greedy
+from podrl.core.finite import InputCounts, check_evaluation, check_training, rows_with_nonfinite
+from podrl.core.keys import base_key, seed_keys
+from podrl.core.learner_state import check_shard_state_fits, init_on_mesh
+from podrl.core.mesh import data_mesh, local_replica
+from podrl.core.parallel import DATA_AXIS
 from podrl.sebulba.actor import ActorLink, ActorPolicy, ActorPool, ActorThread, make_act_step
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.learner import LearnerStep, make_learner_step
@@ -40,7 +40,7 @@ from podrl.sebulba.setup import learner_devices, make_env, reset_env, warm_up
 from podrl.sebulba.stats import WindowStats
 from podrl.sebulba.stopping import StopSignal
 from podrl.sebulba.transport import bytes_per_step, learner_shardings, place_on_learners
-from podrl.types import AgentConfig, TrainState
+from podrl.core.types import AgentConfig, TrainState
 
 
 class SebulbaProgram:
@@ -76,7 +76,7 @@ class SebulbaProgram:
 
     def init(self) -> TrainState:
         """Builds the envs and the agent; the fresh train state on the learner mesh."""
-        from envs.adapters.specs import check_host_env
+        from podrl.envs.adapters.specs import check_host_env
 
         config = self.config
         for j in range(config.num_threads):

@@ -1,7 +1,7 @@
 """The pieces a Sebulba program builds in the main thread before any actor starts: host envs
 (from `config.env` or a factory), their first reset, the learner devices, compiled inference.
 
-Keys and host env seeds come from `podrl.keys` (the tree Anakin uses): actor
+Keys and host env seeds come from `podrl.core.keys` (the tree Anakin uses): actor
 thread j (global index) acts with base key `base_key(run_key, j)`, learner shard
 d updates with `base_key(run_key, d)`; JAX host envs reset thread j's envs with
 slice j of `env_keys(env_key, total_envs)`. With one thread and one learner
@@ -13,18 +13,18 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from envs.host import HostVectorEnv
-from podrl.errors import ConfigError
-from podrl.keys import env_keys, host_env_seed, step_keys
+from podrl.envs.host import HostVectorEnv
+from podrl.core.errors import ConfigError
+from podrl.core.keys import env_keys, host_env_seed, step_keys
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.transport import example_trajectory, step_record
-from podrl.types import Agent, Trajectory
+from podrl.core.types import Agent, Trajectory
 
 
 def make_env(config: SebulbaConfig, factory, thread: int, num_envs: int) -> HostVectorEnv:
     if factory is not None:
         return factory(thread, num_envs)
-    from envs.adapters.make import make_host_env
+    from podrl.envs.adapters.make import make_host_env
 
     try:
         return make_host_env(config.env, num_envs, seed=config.seed, vectorization=config.vectorization,

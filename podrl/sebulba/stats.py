@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from podrl.distributed import host_sum
+from podrl.core.distributed import host_sum
 
 
 class WindowStats:

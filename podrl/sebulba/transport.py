@@ -27,8 +27,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from podrl.parallel import DATA_AXIS
-from podrl.types import Trajectory
+from podrl.core.parallel import DATA_AXIS
+from podrl.core.types import Trajectory
 
 TIME_MAJOR = P(None, DATA_AXIS)
 

@@ -1,0 +1,221 @@
+"""An experiment resolved once: defaults <- preset <- checkpoint (on resume) <- flags.
+
+An `Experiment` is what a training run is given: the layout's run config, the agent
+config, the multi-process settings, the preset it started from and the CPU device
+split. Its string fields are parsed once, when it is built, into typed values
+(`env_ref`, `env_options`, `sweep_axes`, `lag`): a malformed one is a `ConfigError`
+naming the field before anything compiles.
+
+    experiment = resolve("anakin", ["--preset", "minatar-ppo", "--num-envs", "32"])
+    experiment.run.num_envs, experiment.agent.learning_rate   # 32, the preset's 5e-4
+
+The layers, each overriding the one before:
+  1. the configs' defaults;
+  2. `--preset NAME` (`podrl.cli.presets`): its run and agent fields;
+  3. `--resume PATH`: every run and agent field of the checkpoint's saved config
+     (a preset is refused there: the checkpoint's config is the run's);
+  4. the flags given (`podrl.cli.flags` groups them; run flags may come before or
+     after `agent:<name>`).
+`scripts/evaluate.py` (`podrl.cli.policy`) and `scripts/reproduce.py` read checkpoints and
+presets through the same functions (`saved_experiment`, `preset_experiment`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+from typing import Any, Mapping, NamedTuple, Sequence
+
+from podrl.run.config import RunConfig
+from podrl.core.distributed import DistributedConfig
+from podrl.core.errors import ConfigError
+from podrl.core.types import AgentConfig
+
+LAYOUTS = {"anakin": ("podrl.anakin.config", "AnakinConfig"), "sebulba": ("podrl.sebulba.config", "SebulbaConfig")}
+"""Each layout's run config, imported when asked for."""
+
+
+def layout_config(layout: str) -> type[RunConfig]:
+    """The run config class of `layout` ("anakin" or "sebulba")."""
+    if layout not in LAYOUTS:
+        raise ConfigError("layout", f"must be one of {sorted(LAYOUTS)}, got {layout!r}")
+    module, name = LAYOUTS[layout]
+    return getattr(importlib.import_module(module), name)
+
+
+class EnvRef(NamedTuple):
+    """`--env` parsed: `scheme:target` (scheme '' for a bare id or a `module:attr` path)."""
+
+    text: str  # as given, e.g. 'ale:Pong', 'gymnax:Breakout-MinAtar', 'my_envs:Chain', 'CartPole-v1'
+    scheme: str  # 'jax', 'gymnax', 'craftax', 'dm_env', 'ale', 'envpool', or ''
+    target: str  # what the scheme resolves: an id or a 'module:attr' import path
+
+    @property
+    def import_path(self) -> str | None:
+        """The `module:attr` of a user's env (own module, `dm_env:` factory), else None."""
+        return self.target if ":" in self.target and self.scheme in ("", "dm_env") else None
+
+
+SCHEMES = ("jax", "gymnax", "craftax", "dm_env", "ale", "envpool")
+"""The `scheme:` prefixes of `--env` (anything else with a colon is a `module:attr` import path)."""
+
+
+def parse_env(text: str) -> EnvRef:
+    """`--env TEXT` -> `EnvRef` (syntax only; whether it resolves is the layout config's check)."""
+    scheme, sep, rest = text.partition(":")
+    return EnvRef(text, scheme, rest) if sep and scheme in SCHEMES else EnvRef(text, "", text)
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """One training run, resolved (see the module doc); what the training scripts train and save."""
+
+    run: RunConfig
+    """The layout's run config (`AnakinConfig` or `SebulbaConfig`)."""
+    agent: AgentConfig
+    """The agent and its hyperparameters."""
+    distributed: DistributedConfig = dataclasses.field(default_factory=DistributedConfig)
+    """Multi-process (multi-host) settings; defaults run one process."""
+    preset: str | None = None
+    """The preset the run started from, or None."""
+    cpu_devices: int | None = None
+    """On CPU, split the host into this many JAX devices (a fake mesh)."""
+
+    def __post_init__(self):
+        if not isinstance(self.run, RunConfig) or not self.run.layout:
+            raise ConfigError("run", f"must be a layout's run config, got {type(self.run).__name__}")
+        if self.cpu_devices is not None and (not isinstance(self.cpu_devices, int) or self.cpu_devices < 1):
+            raise ConfigError("cpu_devices", f"must be a positive integer, got {self.cpu_devices!r}")
+        _ = self.env_ref, self.env_options, self.sweep_axes, self.lag  # parsed once, here
+
+    @property
+    def layout(self) -> str:
+        return self.run.layout
+
+    @functools.cached_property
+    def env_ref(self) -> EnvRef:
+        """`run.env` parsed."""
+        return parse_env(self.run.env)
+
+    @functools.cached_property
+    def env_options(self) -> Mapping[str, Any]:
+        """Sebulba's `env_kwargs` as the host env factory's keyword arguments ({} for Anakin)."""
+        return dict(getattr(self.run, "env_options", {}))
+
+    @functools.cached_property
+    def sweep_axes(self) -> tuple:
+        """Anakin's `sweep` as `podrl.core.population.SweepAxis` values (() for Sebulba)."""
+        return tuple(getattr(self.run, "sweep_axes", ()))
+
+    @functools.cached_property
+    def lag(self) -> int | None:
+        """Sebulba's fixed policy lag (None: async); 0 for Anakin (always synchronous)."""
+        return getattr(self.run, "fixed_lag", 0)
+
+
+def default_experiment(layout: str) -> Experiment:
+    """`layout`'s defaults: its run config and the first registered agent."""
+    from podrl.agents import AGENTS
+
+    return Experiment(run=layout_config(layout)(), agent=next(iter(AGENTS.values())).config())
+
+
+def _replace(config: Any, fields: Mapping[str, Any], prefix: str) -> Any:
+    """`config` with `fields` replaced; ConfigError("preset") naming a field the config lacks."""
+    names = {f.name for f in dataclasses.fields(config)}
+    unknown = sorted(set(fields) - names)
+    if unknown:
+        raise ConfigError("preset", f"{prefix}{unknown[0]} is not a field of {type(config).__name__}")
+    return dataclasses.replace(config, **fields)
+
+
+def preset_experiment(layout: str, name: str) -> Experiment:
+    """The experiment of preset `name` (`podrl.cli.presets`) for `layout`'s training script.
+
+    ConfigError("preset") for an unknown preset or one of the other layout; an invalid
+    value is the field's own ConfigError.
+    """
+    from podrl.agents import AGENTS
+    from podrl.cli import presets
+
+    preset = presets.get(name)
+    if preset.layout != layout:
+        script = f"scripts/train_{preset.layout}.py"
+        raise ConfigError("preset", f"{preset.name!r} belongs to the {preset.layout} layout; run it with {script}")
+    run = _replace(layout_config(layout)(), preset.run, "run.")
+    agent = _replace(AGENTS[preset.agent].config(), preset.agent_fields, "agent.")
+    return Experiment(run=run, agent=agent, preset=preset.name)
+
+
+def saved_agent(saved: Mapping[str, Any], where: str) -> AgentConfig:
+    """The agent config of a checkpoint's saved config, through the agent registry."""
+    from podrl.agents import UnknownAgentError, config_from_saved
+
+    try:  # a saved field this version lacks is left out; the resume check names it
+        agent, _ = config_from_saved(saved.get("agent_type"), saved["agent"])
+    except UnknownAgentError as e:
+        raise ConfigError("resume", f"{where}: {e}") from None
+    return agent
+
+
+def saved_experiment(saved: Mapping[str, Any], where: str, layout: str | None = None) -> Experiment:
+    """The experiment a checkpoint's saved config describes (`podrl.run.config_json.resolved_config`).
+
+    With `layout`, ConfigError("resume") when the checkpoint is of the other layout.
+    """
+    from podrl.run.config_json import config_from_json
+
+    if layout is not None and saved.get("layout") != layout:
+        raise ConfigError("resume", f"{where} holds a {saved.get('layout')!r} checkpoint; this script trains "
+                                    f"with the {layout!r} layout")
+    run = config_from_json(layout_config(saved.get("layout")), saved["run"], "run.")
+    return Experiment(run=run, agent=saved_agent(saved, where))
+
+
+def read_saved_config(path: str) -> dict[str, Any]:
+    """The saved config of the latest checkpoint at `path` (a run or checkpoint folder)."""
+    from podrl.run.checkpoint import Checkpointer, resume_dir
+
+    source = Checkpointer(resume_dir(path), read_only=True)
+    try:
+        return source.read_config()
+    finally:
+        source.close()
+
+
+def resume_experiment(layout: str, path: str) -> Experiment:
+    """The defaults of a run resuming from `path`: every field of its checkpoint, `resume=path`."""
+    saved = saved_experiment(read_saved_config(path), path, layout)
+    run = saved.run
+    run = dataclasses.replace(run, checkpoint=dataclasses.replace(run.checkpoint, resume=path))
+    return dataclasses.replace(saved, run=run)
+
+
+def agent_name(agent: AgentConfig) -> str:
+    """The registry name (`agent:<name>`) of `agent`'s config class."""
+    from podrl.agents import AGENTS
+
+    return next(n for n, entry in AGENTS.items() if isinstance(agent, entry.config))
+
+
+def resolve(layout: str, argv: Sequence[str], before_resume: Any = None) -> Experiment:
+    """The experiment `argv` describes for `layout`'s training script (see the module doc).
+
+    `before_resume(experiment)`, when given, runs after the flags are parsed and
+    before a checkpoint is read (the CLI sets up JAX devices there).
+    """
+    from podrl.cli.flags import parse_flags, preset_flag
+
+    name = preset_flag(argv)
+    defaults = preset_experiment(layout, name) if name is not None else default_experiment(layout)
+    experiment = parse_flags(layout, argv, defaults)
+    if before_resume is not None:
+        before_resume(experiment)
+    if experiment.run.checkpoint.resume is None:
+        return experiment
+    if experiment.preset is not None:
+        raise ConfigError("preset", "a resumed run keeps its checkpoint's config; drop --preset "
+                                    "(flags given with --resume still override single fields)")
+    return parse_flags(layout, argv, resume_experiment(layout, experiment.run.checkpoint.resume))
+

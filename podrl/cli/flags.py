@@ -1,0 +1,201 @@
+"""The training CLIs' flags, grouped for `--help`, built from the layout configs' own fields.
+
+The run configs stay flat (`AnakinConfig`, `SebulbaConfig`: one field, one flag, one
+saved JSON key); this module only arranges their fields into `--help` boxes (run,
+env, evaluation, population, logging, checkpoint, hosts). Each box is a frozen
+dataclass generated from the config's fields with the same names, types, defaults and
+one-line docstrings (a layout's `HELP` replaces a shared field's text with its own
+wording), so no flag is declared twice and the flag names are the fields' names.
+
+`flags_type(layout)` is what tyro parses; `to_flags` / `from_flags` convert between
+its instances and a `podrl.cli.experiment.Experiment`.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import inspect
+import textwrap
+import typing
+from typing import Annotated, Any, Literal, Sequence, Union
+
+import tyro
+
+from podrl.cli import presets
+from podrl.run.config import CheckpointConfig, LoggingConfig
+from podrl.core.distributed import DistributedConfig
+from podrl.cli.experiment import Experiment, agent_name, layout_config
+
+RUN_GROUPS: dict[str, tuple[str, ...]] = {
+    "env": ("env", "env_kwargs", "vectorization"),
+    "evaluation": ("eval_every", "eval_episodes", "eval_max_steps", "eval_async"),
+    "population": ("population", "sweep", "population_shards", "pbt_every", "pbt_fraction", "pbt_perturb"),
+}
+"""Run fields shown in their own `--help` box (flags unprefixed); the others are in the `run` box."""
+
+NESTED = {"logging": LoggingConfig, "checkpoint": CheckpointConfig}
+"""Nested run configs: their flags keep the prefix (`--logging.run-dir`)."""
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The one-line docstrings of `cls`'s fields (the string under each field), a subclass's winning."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0].body
+        for field, doc in zip(body, body[1:]):
+            if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name) \
+                    and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant):
+                docs[field.target.id] = " ".join(str(doc.value.value).split())
+    return docs
+
+
+def _with_help(hint: Any, text: str | None, empty_default: bool) -> Any:
+    """`hint` annotated with `text` as its help (keeping its other tyro markers, e.g. aliases)."""
+    extra = {"help_behavior_hint": "(default: none)"} if empty_default else {}
+    base, markers = hint, ()
+    if typing.get_origin(hint) is Annotated:
+        base, markers = hint.__origin__, hint.__metadata__
+    args = [m for m in markers if isinstance(m, type(tyro.conf.arg()))]
+    others = tuple(m for m in markers if m not in args)
+    arg = dataclasses.replace(args[0], help=text, **extra) if args else tyro.conf.arg(help=text, **extra)
+    return Annotated[(base, *others, arg)]  # type: ignore[valid-type]
+
+
+def _group(name: str, source: type, fields: tuple[str, ...], help_text: dict[str, str], prefix: str = "") -> type:
+    """A frozen dataclass called `name` with `source`'s `fields` (same types and defaults, `help_text`)."""
+    hints = typing.get_type_hints(source, include_extras=True)
+    docs = field_docs(source)
+    spec = []
+    for field in fields:
+        default = getattr(source(), field)
+        text = help_text.get(prefix + field, docs.get(field))
+        empty = isinstance(default, tuple) and not default
+        spec.append((field, _with_help(hints[field], text, empty), dataclasses.field(default=default)))
+    return dataclasses.make_dataclass(name, spec, frozen=True)
+
+
+def _run_fields(config_type: type) -> tuple[str, ...]:
+    grouped = {f for fields in RUN_GROUPS.values() for f in fields} | set(NESTED)
+    return tuple(f.name for f in dataclasses.fields(config_type) if f.name not in grouped)
+
+
+@functools.cache
+def flags_type(layout: str) -> type:
+    """The dataclass tyro parses for `layout`'s training script (see the module doc)."""
+    from podrl.agents import AGENTS
+
+    config_type = layout_config(layout)
+    helps = dict(getattr(config_type, "HELP", {}))
+    names = {f.name for f in dataclasses.fields(config_type)}
+    boxes = {"run": _run_fields(config_type),
+             **{g: tuple(f for f in fields if f in names) for g, fields in RUN_GROUPS.items()}}
+    spec: list[tuple[str, Any, Any]] = []
+    for group, fields in boxes.items():
+        if fields:
+            kind = _group(f"{layout}_{group}", config_type, fields, helps)
+            spec.append((group, Annotated[kind, tyro.conf.OmitArgPrefixes], dataclasses.field(default=kind())))
+    for group, source in NESTED.items():
+        kind = _group(group, source, tuple(f.name for f in dataclasses.fields(source)), helps, f"{group}.")
+        spec.append((group, kind, dataclasses.field(default=kind())))
+    hosts = _group("hosts", DistributedConfig, tuple(f.name for f in dataclasses.fields(DistributedConfig)), helps)
+    spec.append(("hosts", Annotated[hosts, tyro.conf.OmitArgPrefixes], dataclasses.field(default=hosts())))
+    agents = Union[tuple(Annotated[e.config, tyro.conf.subcommand(n, description=e.description)]  # type: ignore
+                         for n, e in AGENTS.items())]
+    names = tuple(p.name for p in presets.PRESETS.values() if p.layout == layout)
+    spec += [
+        ("agent", Annotated[agents, tyro.conf.arg(help="The agent and its hyperparameters.")],
+         dataclasses.field(default=next(iter(AGENTS.values())).config())),
+        ("preset", Annotated[Literal[names] | None, tyro.conf.arg(  # type: ignore[valid-type]
+            help="Start from a named config with known-good hyperparameters (listed above); other flags "
+                 "override its fields.")], dataclasses.field(default=None)),
+        ("cpu_devices", Annotated[int | None, tyro.conf.arg(help=helps.get("cpu_devices"))],
+         dataclasses.field(default=None)),
+    ]
+    return dataclasses.make_dataclass(f"Train{layout.capitalize()}Flags", spec, frozen=True)
+
+
+def to_flags(experiment: Any) -> Any:
+    """The flags instance whose values are `experiment`'s (the defaults tyro shows and starts from)."""
+    flags = flags_type(experiment.run.layout)
+    values: dict[str, Any] = {}
+    for box in dataclasses.fields(flags):
+        kind = typing.get_type_hints(flags)[box.name]
+        if box.name in NESTED:
+            values[box.name] = kind(**dataclasses.asdict(getattr(experiment.run, box.name)))
+        elif box.name == "hosts":
+            values[box.name] = kind(**dataclasses.asdict(experiment.distributed))
+        elif box.name in ("agent", "preset", "cpu_devices"):
+            values[box.name] = getattr(experiment, box.name)
+        else:
+            values[box.name] = kind(**{f.name: getattr(experiment.run, f.name) for f in dataclasses.fields(kind)})
+    return flags(**values)
+
+
+def from_flags(layout: str, flags: Any) -> Any:
+    """The `Experiment` the parsed `flags` describe (its configs validate themselves here)."""
+    run: dict[str, Any] = {}
+    for box in dataclasses.fields(flags):
+        if box.name in NESTED:
+            run[box.name] = NESTED[box.name](**_values(getattr(flags, box.name)))
+        elif box.name not in ("hosts", "agent", "preset", "cpu_devices"):
+            run.update(_values(getattr(flags, box.name)))
+    return Experiment(run=layout_config(layout)(**run), agent=flags.agent,
+                      distributed=DistributedConfig(**_values(flags.hosts)), preset=flags.preset,
+                      cpu_devices=flags.cpu_devices)
+
+
+def _values(instance: Any) -> dict[str, Any]:
+    return {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance)}
+
+
+def preset_flag(argv: Sequence[str]) -> str | None:
+    """The NAME of `--preset NAME` / `--preset=NAME` in `argv` (the last one wins), else None."""
+    name = None
+    for i, arg in enumerate(argv):
+        if arg == "--preset" and i + 1 < len(argv):
+            name = argv[i + 1]
+        elif arg.startswith("--preset="):
+            name = arg.partition("=")[2]
+    return None if name in (None, "None") else name
+
+
+def order_argv(argv: Sequence[str], agent: str) -> list[str]:
+    """`argv` as tyro reads it: run flags first, then `agent:<name>`, then the `--agent.*` flags.
+
+    tyro takes the agent's flags only after the subcommand that picks the agent, and
+    the run's flags only before it; this lets a user write them in any order (each
+    flag moves with its values). With `--agent.*` flags but no `agent:` subcommand,
+    `agent:<agent>` (the preset's or the checkpoint's agent) is selected.
+    """
+    run, agent_args, chosen, in_agent = [], [], None, False
+    for arg in argv:
+        if arg.startswith("agent:"):
+            chosen, in_agent = arg, False
+            continue
+        if arg.startswith("-"):  # `agent:<name> --help` stays the agent's help
+            in_agent = arg.startswith("--agent.") or (chosen is not None and arg in ("-h", "--help"))
+        (agent_args if in_agent else run).append(arg)
+    if chosen is None and not agent_args:
+        return run
+    return run + [chosen or f"agent:{agent}"] + agent_args
+
+
+def parse_flags(layout: str, argv: Sequence[str], defaults: Any) -> Any:
+    """The `Experiment` of `argv` with `defaults` (an `Experiment`) under the flags given."""
+    description = f"{DESCRIPTIONS[layout]}\n\n{presets.help_text(layout)}\n\n{DEBUG_HELP}"
+    flags = tyro.cli(flags_type(layout), args=order_argv(argv, agent_name(defaults.agent)),
+                     default=to_flags(defaults), description=description)
+    return from_flags(layout, flags)
+
+
+DESCRIPTIONS = {"anakin": "Train an agent with the Anakin layout on a JAX environment.",
+                "sebulba": "Train an agent with the Sebulba layout on host environments."}
+"""The first line of each training script's --help."""
+
+DEBUG_HELP = ("Errors you can fix (a flag, a config value, your env, a missing extra) print one message and "
+              "exit with status 2; add --debug (or set PODRL_DEBUG=1) to see the full traceback too.")
+

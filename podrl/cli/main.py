@@ -1,0 +1,5 @@
+"""The `podrl` command (placeholder, filled in below)."""
+
+
+def main() -> int:
+    return 0

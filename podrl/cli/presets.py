@@ -1,0 +1,239 @@
+"""Named configs with known-good hyperparameters, and the published figures they are checked against.
+
+A `Preset` is a layout, an agent and the fields that differ from their defaults, with the
+paper or peer implementation the values come from. The training scripts take
+`--preset NAME`; every field stays overridable by its own flag (the preset only changes the
+defaults). `scripts/reproduce.py` runs a preset over seeds and sets the result beside the
+preset's `anchors`: returns a published source reports for that benchmark at its budget.
+
+Values are plain field names and values (nothing imported from the agents), so this table
+reads as documentation; `podrl.cli.experiment.preset_experiment` builds and validates the configs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, NamedTuple
+
+from podrl.core.errors import ConfigError
+
+
+class Anchor(NamedTuple):
+    """A published return for one env, at a stated budget, from a named source."""
+
+    value: float
+    source: str  # who reports it, where, and how it was measured
+
+
+class Preset(NamedTuple):
+    """One named config (see the module doc)."""
+
+    name: str
+    layout: str  # "anakin" or "sebulba": the training script that runs it
+    agent: str  # a key of agents.AGENTS
+    summary: str  # one line for --help
+    source: str  # where the hyperparameters come from
+    run: Mapping[str, Any]  # run-config fields the preset sets (its source's values; the rest keep the defaults)
+    agent_fields: Mapping[str, Any]  # agent-config fields the preset sets, likewise
+    anchors: Mapping[str, Anchor] = {}  # env id -> published return at the preset's budget
+
+
+_GYMNAX_PPO = ("gymnax README, PPO checkpoints trained by gymnax-blines (MLP 256x256, 64 envs x 128 steps, "
+               "1e7 steps; return of the trained policy)")
+_MINATAR_ANCHORS = {
+    "gymnax:Breakout-MinAtar": Anchor(28.0, _GYMNAX_PPO),
+    "gymnax:Asterix-MinAtar": Anchor(15.0, _GYMNAX_PPO),
+    "gymnax:Freeway-MinAtar": Anchor(58.0, _GYMNAX_PPO),
+    "gymnax:SpaceInvaders-MinAtar": Anchor(131.0, _GYMNAX_PPO),
+}
+_CLEANRL_PONG = Anchor(20.45, "CleanRL ppo_atari_envpool.py, Pong-v5, 10M steps (40M frames), 3 seeds: 20.45 ± 0.09 "
+                              "(docs/benchmark/ppo_atari_envpool.md)")
+_BRAX_PPO = ("brax notebooks/training.ipynb (google/brax), its PPO hyperparameter table ('We determined some "
+             "reasonable hyperparameters offline and share them here'): inverted_pendulum: 2M steps, 2048 envs, "
+             "batch 1024 x 32 minibatches of 5-step unrolls, 4 epochs, gamma 0.97, lr 3e-4, entropy 1e-2, reward "
+             "scaling 10, episode length 1000, observations normalised; brax ppo/train.py defaults for the rest "
+             "(GAE 0.95, clip 0.3, no value clipping, no gradient clipping, constant lr)")
+_IMPALA_PONG = Anchor(20.98, "Espeholt et al. 2018 (IMPALA), appendix table of Atari-57 scores: IMPALA (deep), one "
+                             "game per agent, 200M frames (50M env steps), no-op starts")
+_CLEANRL_SAC_DOCS = ("CleanRL docs, rl-algorithms/sac.md (docs.cleanrl.dev/rl-algorithms/sac/#sac_continuous_actionpy), "
+                     "sac_continuous_action.py, 1M steps, training episodic return, mean +- std over seeds")
+_CLEANRL_TD3_DOCS = ("CleanRL docs, rl-algorithms/td3.md (docs.cleanrl.dev/rl-algorithms/td3/#td3_continuous_actionpy), "
+                     "td3_continuous_action.py, 1M steps, training episodic return, mean +- std over seeds")
+_MUJOCO_RUN = {"env": "HalfCheetah-v5", "envs_per_thread": 1, "rollout_length": 64, "total_steps": 1_000_000,
+               "eval_every": 160, "eval_episodes": 4, "log_every": 8}
+"""CleanRL's one env and 1M steps; 64 env steps per update (64 gradient steps each at replay_ratio 1); a greedy eval every ~10k steps."""
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset(
+        "cartpole-ppo", "anakin", "ppo",
+        "PPO on CartPole-v1, 4 envs x 128 steps, 500k steps (the README default).",
+        "CleanRL ppo.py and PureJaxRL ppo.py defaults (lr 2.5e-4 annealed, 4 epochs x 4 minibatches, "
+        "clip 0.2, entropy 0.01, 64-64 tanh MLPs)",
+        {"env": "CartPole-v1", "num_envs": 4, "rollout_length": 128, "total_steps": 500_000},
+        {},
+        {"CartPole-v1": Anchor(500.0, "the maximum return of CartPole-v1 (500 steps)")},
+    ),
+    Preset(
+        "minatar-ppo", "anakin", "ppo",
+        "PPO on a gymnax MinAtar game (default Breakout), 64 envs x 128 steps, 1e7 steps.",
+        "gymnax-blines agents/<game>-MinAtar/ppo.yaml: 64 envs x 128 steps, 8 minibatches x 4 epochs, "
+        "lr 5e-4 constant, gamma 0.999, GAE 0.95, clip 0.2, entropy 0.01, MLP 256x256 on the flattened "
+        "frame (their 5% lr warm-up is left out)",
+        {"env": "gymnax:Breakout-MinAtar", "num_envs": 64, "rollout_length": 128, "total_steps": 10_000_000,
+         "updates_per_call": 32, "eval_every": 256, "eval_max_steps": 2_500},
+        {"learning_rate": 5e-4, "anneal_lr": False, "gamma": 0.999, "gae_lambda": 0.95, "num_epochs": 4,
+         "num_minibatches": 8, "clip_eps": 0.2, "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 0.5,
+         "torso": "mlp", "hidden_sizes": (256, 256), "activation": "relu"},
+        _MINATAR_ANCHORS,
+    ),
+    Preset(
+        "minatar-impala", "anakin", "impala",
+        "IMPALA (V-trace) with the MinAtar CNN on a gymnax MinAtar game, 64 envs x 20 steps, 1e7 steps.",
+        "Cleanba IMPALA (Huang et al. 2023: lr 6e-4 annealed, PyTorch-style RMSProp eps 0.01, entropy 0.01, "
+        "grad norm 40 "
+        "on summed losses, 20-step unrolls) with the Young & Tian (2019) MinAtar network; anchors are gymnax's "
+        "PPO figures (no published IMPALA MinAtar return)",
+        {"env": "gymnax:Breakout-MinAtar", "num_envs": 64, "rollout_length": 20, "total_steps": 10_000_000,
+         "updates_per_call": 64, "eval_every": 512, "eval_max_steps": 2_500},
+        {"learning_rate": 6e-4, "anneal_lr": True, "optimizer": "rmsprop", "optimizer_eps": 0.01,
+         "rmsprop_eps_in_sqrt": False,
+         "gamma": 0.99, "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 40.0, "reward_scale": 1.0,
+         "num_minibatches": 4, "torso": "minatar_cnn", "loss_reduction": "sum"},
+        _MINATAR_ANCHORS,
+    ),
+    Preset(
+        "minatar-pqn", "anakin", "pqn",
+        "PQN (Q(lambda), LayerNorm, no replay) with the MinAtar CNN on a gymnax MinAtar game, 128 envs x 32 steps, 1e7 steps.",
+        "purejaxql config/alg/pqn_minatar.yaml (Gallici et al. 2024: 128 envs x 32 steps, 2 epochs x 32 "
+        "minibatches, lr 5e-4 linearly decayed, grad norm 10, gamma 0.99, lambda 0.65, epsilon 1 -> 0.05 over "
+        "the first 10% of updates, LayerNorm) with the Young & Tian (2019) MinAtar network; anchors are "
+        "gymnax's PPO figures (no published PQN return per MinAtar game at this budget)",
+        {"env": "gymnax:Breakout-MinAtar", "num_envs": 128, "rollout_length": 32, "total_steps": 10_000_000,
+         "updates_per_call": 32, "eval_every": 256, "eval_max_steps": 2_500},
+        {"learning_rate": 5e-4, "anneal_lr": True, "max_grad_norm": 10.0, "gamma": 0.99, "q_lambda": 0.65,
+         "num_epochs": 2, "num_minibatches": 32, "epsilon_start": 1.0, "epsilon_end": 0.05,
+         "epsilon_decay_fraction": 0.1, "layer_norm": True, "torso": "minatar_cnn"},
+        _MINATAR_ANCHORS,
+    ),
+    Preset(
+        "minatar-muzero", "anakin", "muzero",
+        "MuZero (mctx search, 25 simulations) with the MinAtar CNN on a gymnax MinAtar game, 64 envs x 8 steps.",
+        "Stoix ff_mz.yaml (MuZero with mctx search: lr 3e-4 constant, 8 steps per rollout, 8 gradient steps "
+        "of 128 sequences per rollout, buffer 10k, 64 warm-up steps, gamma 0.99, 5-step returns, 5 unroll "
+        "steps, value weight 0.25, grad norm 0.5, 25 simulations of muzero search, 601-atom value and reward "
+        "supports on [-300, 300]) with the Young & Tian (2019) MinAtar network; anchors are gymnax's PPO "
+        "figures (no published MinAtar MuZero return at this budget)",
+        {"env": "gymnax:Breakout-MinAtar", "num_envs": 64, "rollout_length": 8, "total_steps": 1_000_000,
+         "updates_per_call": 64, "eval_every": 512, "eval_max_steps": 2_500},
+        {"search": "muzero", "num_simulations": 25, "learning_rate": 3e-4, "anneal_lr": False,
+         "max_grad_norm": 0.5, "gamma": 0.99, "unroll_steps": 5, "td_steps": 5, "support_size": 300,
+         "value_loss_weight": 0.25, "buffer_size": 10_240, "min_fill": 4_096, "batch_size": 128,
+         "replay_ratio": 1 / 64, "torso": "minatar_cnn", "latent_size": 128, "dynamics_sizes": (128,),
+         "prediction_sizes": (128,)},
+        _MINATAR_ANCHORS,
+    ),
+    Preset(
+        "atari-ppo", "sebulba", "ppo",
+        "PPO with the Nature CNN on an Atari game (default Pong), DQN-era protocol, 8 envs x 128 steps, 10M steps.",
+        "CleanRL ppo_atari_envpool.py (Huang et al. 2022, 'The 37 implementation details of PPO'): "
+        "lr 2.5e-4 annealed, 4 epochs x 4 minibatches, clip 0.1, entropy 0.01, rewards clipped to [-1, 1], "
+        "episodic life, no sticky actions",
+        {"env": "ale:Pong", "envs_per_thread": 8, "rollout_length": 128, "total_steps": 10_000_000,
+         "env_kwargs": ("protocol=dqn",)},
+        {"learning_rate": 2.5e-4, "anneal_lr": True, "num_epochs": 4, "num_minibatches": 4, "clip_eps": 0.1,
+         "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 0.5, "torso": "nature_cnn",
+         "reward_clip": 1.0},
+        {"ale:Pong": _CLEANRL_PONG},
+    ),
+    Preset(
+        "atari-impala", "sebulba", "impala",
+        "IMPALA with the IMPALA ResNet on an Atari game (default Pong), Machado protocol, 2 x 32 envs x 20 steps.",
+        "Cleanba cleanba_impala.py (Huang et al. 2023): lr 6e-4 annealed, PyTorch-style RMSProp (eps 0.01 outside "
+        "the sqrt), entropy 0.01, "
+        "grad norm 40 on losses summed over the batch, 20-step unrolls, rewards clipped to [-1, 1], "
+        "sticky actions 0.25 (Machado et al. 2018); one difference: Cleanba makes 64 envs per actor thread "
+        "(2 x 64 per actor device), this preset 32 (2 x 32; kept, the committed Pong run used it)",
+        {"env": "ale:Pong", "threads_per_actor_device": 2, "envs_per_thread": 32, "rollout_length": 20,
+         "lag": "1", "total_steps": 50_000_000, "env_kwargs": ("protocol=machado",)},
+        {"learning_rate": 6e-4, "anneal_lr": True, "optimizer": "rmsprop", "optimizer_eps": 0.01,
+         "rmsprop_eps_in_sqrt": False,
+         "gamma": 0.99, "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 40.0, "reward_scale": 1.0,
+         "reward_clip": 1.0, "num_minibatches": 4, "torso": "impala_resnet", "loss_reduction": "sum"},
+        {"ale:Pong": _IMPALA_PONG},
+    ),
+    Preset(
+        "memory-ppo-lstm", "anakin", "ppo",
+        "PPO with an LSTM core on RecallCue-v0, a cue shown once and asked for later (a feed-forward agent "
+        "stays at chance).",
+        "PureJaxRL ppo_rnn.py's recurrent PPO layout (minibatches over environments, whole sequences), "
+        "sized for the memory task",
+        {"env": "RecallCue-v0", "num_envs": 64, "rollout_length": 32, "total_steps": 1_000_000},
+        {"core": "lstm", "core_size": 64, "learning_rate": 1e-3, "num_minibatches": 4, "entropy_coef": 0.01},
+    ),
+    Preset(
+        "mujoco-sac", "sebulba", "sac",
+        "SAC on a gymnasium MuJoCo env (default HalfCheetah-v5), 1 env, 1M steps, CleanRL's hyperparameters.",
+        "CleanRL sac_continuous_action.py (Huang et al. 2022): buffer 1e6, batch 256, gamma 0.99, tau 0.005, "
+        "q lr 1e-3, policy lr 3e-4, alpha autotuned from 1 (lr 1e-3, CleanRL's q lr), learning_starts 5e3, "
+        "256x256 ReLU MLPs, one gradient step per env step, target update every step (target_network_frequency 1); "
+        "CleanRL's policy_frequency 2 runs 2 actor steps every 2nd critic step, here 1 actor step per critic "
+        "step (the same count)",
+        _MUJOCO_RUN,
+        {"buffer_size": 1_000_000, "batch_size": 256, "gamma": 0.99, "tau": 0.005, "critic_learning_rate": 1e-3,
+         "actor_learning_rate": 3e-4, "temperature_learning_rate": 1e-3, "learn_temperature": True,
+         "initial_temperature": 1.0, "warmup_steps": 5_000, "hidden_sizes": (256, 256), "activation": "relu",
+         "replay_ratio": 1.0},
+        {"HalfCheetah-v5": Anchor(9634.89, "HalfCheetah-v2: 9634.89 +- 1423.73; " + _CLEANRL_SAC_DOCS),
+         "Walker2d-v5": Anchor(3591.45, "Walker2d-v2: 3591.45 +- 911.33; " + _CLEANRL_SAC_DOCS),
+         "Hopper-v5": Anchor(2310.46, "Hopper-v2: 2310.46 +- 342.82; " + _CLEANRL_SAC_DOCS)},
+    ),
+    Preset(
+        "mujoco-td3", "sebulba", "td3",
+        "TD3 on a gymnasium MuJoCo env (default HalfCheetah-v5), 1 env, 1M steps, CleanRL's hyperparameters.",
+        "CleanRL td3_continuous_action.py (Huang et al. 2022; Fujimoto et al. 2018): buffer 1e6, batch 256, "
+        "gamma 0.99, tau 0.005, lr 3e-4 for actor and critics, learning_starts 25e3, exploration noise 0.1, "
+        "policy noise 0.2 clipped at 0.5, policy_frequency 2 (actor and target updates every 2nd critic step), "
+        "256x256 ReLU MLPs, one gradient step per env step",
+        _MUJOCO_RUN,
+        {"buffer_size": 1_000_000, "batch_size": 256, "gamma": 0.99, "tau": 0.005, "critic_learning_rate": 3e-4,
+         "actor_learning_rate": 3e-4, "warmup_steps": 25_000, "exploration_noise": 0.1, "policy_noise": 0.2,
+         "noise_clip": 0.5, "policy_delay": 2, "hidden_sizes": (256, 256), "activation": "relu", "replay_ratio": 1.0},
+        {"HalfCheetah-v5": Anchor(9018.31, "HalfCheetah-v2: 9018.31 +- 1078.31; " + _CLEANRL_TD3_DOCS),
+         "Walker2d-v5": Anchor(4246.07, "Walker2d-v2: 4246.07 +- 1210.84; " + _CLEANRL_TD3_DOCS),
+         "Hopper-v5": Anchor(3391.78, "Hopper-v2: 3391.78 +- 232.21; " + _CLEANRL_TD3_DOCS)},
+    ),
+    Preset(
+        "brax-ppo", "anakin", "ppo",
+        "PPO on a Brax env (default brax:inverted_pendulum, positional backend), 2048 envs x 80 steps, "
+        "observations normalised, 2M steps.",
+        _BRAX_PPO + "; brax's 16 unrolls of 5 steps per update are one 80-step rollout here (the same "
+                    "163,840 steps per update; GAE runs over 80 steps instead of 5), and one MLP width serves "
+                    "both nets: brax's policy (4 x 32, swish), where brax's value net is 5 x 256",
+        {"env": "brax:inverted_pendulum", "num_envs": 2048, "rollout_length": 80, "total_steps": 2_000_000,
+         "updates_per_call": 1, "eval_every": 2, "eval_max_steps": 1_000},
+        {"normalize_observations": True, "learning_rate": 3e-4, "anneal_lr": False, "gamma": 0.97,
+         "gae_lambda": 0.95, "num_epochs": 4, "num_minibatches": 32, "clip_eps": 0.3, "clip_value_loss": False,
+         "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 1e9, "reward_scale": 10.0,
+         "hidden_sizes": (32, 32, 32, 32), "activation": "silu", "adam_eps": 1e-8},
+        {"brax:inverted_pendulum": Anchor(1000.0, "the maximum return of brax's inverted_pendulum (+1 per step "
+                                                  "alive for 1000 steps); brax's training notebook gives this "
+                                                  "config a 2M-step budget for it")},
+    ),
+)}
+"""Every preset by name (the order `--help` lists them in)."""
+
+
+def get(name: str) -> Preset:
+    """The preset called `name`; ConfigError("preset") naming the known ones otherwise."""
+    if name not in PRESETS:
+        raise ConfigError("preset", f"unknown preset {name!r}; expected one of {sorted(PRESETS)}")
+    return PRESETS[name]
+
+
+def help_text(layout: str) -> str:
+    """The `--preset` part of a training script's --help: the presets of `layout`, one line each."""
+    lines = [f"  {p.name}: {p.summary}" for p in PRESETS.values() if p.layout == layout]
+    others = {p.layout for p in PRESETS.values()} - {layout}
+    elsewhere = [f"{other.capitalize()} presets (scripts/train_{other}.py): "
+                 + ", ".join(p.name for p in PRESETS.values() if p.layout == other) + "." for other in sorted(others)]
+    return "\n".join(["Presets (--preset NAME; every field stays overridable):", *lines, *elsewhere])
+

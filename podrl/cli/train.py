@@ -1,0 +1,91 @@
+"""The training CLIs (`scripts/train_anakin.py`, `scripts/train_sebulba.py`): resolve, set up, train, report.
+
+    python scripts/train_anakin.py --preset minatar-ppo --num-envs 32 agent:ppo --agent.learning-rate 1e-3
+
+`main(layout)` resolves the experiment (`podrl.cli.experiment.resolve`), splits the CPU
+into `--cpu-devices` JAX devices and joins the multi-process group before a checkpoint
+is read, then trains. A `UserInputError` (invalid config, unknown env, unsupported
+space, an env that breaks its spec, a missing extra, an unreadable checkpoint) exits 2
+with its one-paragraph message `error: <label>: <message>`; the traceback only with
+`--debug` / `PODRL_DEBUG=1`. A stalled stage (`StageTimeout`) exits 3 at once, naming
+the stage. `module:attr` env references resolve from the current folder, as
+`python -m` would.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from typing import Any, Callable, Sequence
+
+from podrl.core.errors import UserInputError
+from podrl.cli.experiment import Experiment, resolve
+
+
+def debug_requested(argv: Sequence[str]) -> tuple[bool, list[str]]:
+    """(whether --debug or PODRL_DEBUG=1 asks for tracebacks, argv without --debug)."""
+    rest = [a for a in argv if a != "--debug"]
+    return len(rest) < len(argv) or os.environ.get("PODRL_DEBUG", "") not in ("", "0"), rest
+
+
+def report_user_error(error: UserInputError, debug: bool) -> int:
+    """Prints `error: <label>: <message>` (after the traceback when `debug`); returns exit status 2."""
+    if debug:
+        traceback.print_exception(error)
+    hint = "" if debug else "\n(add --debug or set PODRL_DEBUG=1 for the traceback)"
+    notes = "".join(f"\n{note}" for note in getattr(error, "__notes__", ()))  # e.g. the last good checkpoint
+    print(f"error: {error.label}: {error}{notes}{hint}", file=sys.stderr)
+    return 2
+
+
+def set_up_devices(experiment: Experiment) -> None:
+    """`--cpu-devices` and the multi-process group, before JAX starts its backends."""
+    import jax
+
+    from podrl.core.distributed import initialize
+
+    if experiment.cpu_devices is not None:
+        jax.config.update("jax_num_cpu_devices", experiment.cpu_devices)
+    initialize(experiment.distributed)
+
+
+def train(experiment: Experiment) -> Any:
+    """Trains `experiment` with its layout; returns the layout's result."""
+    from podrl.run.compile_cache import enable
+
+    enable(experiment.run.compile_cache)  # before anything compiles
+    if experiment.layout == "anakin":
+        from podrl.anakin import train_anakin
+
+        return train_anakin(experiment.run, experiment.agent, full_config=experiment)
+    from podrl.sebulba import train_sebulba
+
+    return train_sebulba(experiment.run, experiment.agent, full_config=experiment)
+
+
+def run_cli(layout: str, train_fn: Callable[[Experiment], object] = train, argv: list[str] | None = None) -> int:
+    """Resolves `argv` for `layout`, sets up devices and calls `train_fn`; returns the exit status."""
+    from podrl.run.watchdog import StageTimeout, exit_now
+
+    importable_cwd()
+    debug, argv = debug_requested(sys.argv[1:] if argv is None else argv)
+    try:
+        train_fn(resolve(layout, argv, before_resume=set_up_devices))
+    except UserInputError as e:
+        return report_user_error(e, debug)
+    except StageTimeout as e:
+        exit_now(e)  # a thread is still blocked in XLA: a normal exit could wait on it for ever
+    return 0
+
+
+def importable_cwd() -> None:
+    """Puts the current folder first on `sys.path`, as `python -m` does (`--env my_envs:Chain`)."""
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def main(layout: str) -> int:
+    """The entry point of `scripts/train_<layout>.py`."""
+    return run_cli(layout)

@@ -1,0 +1,113 @@
+"""Many hosts through `jax.distributed` (the engine TPU pods use); a no-op for one process.
+
+One process per host runs the same command. After `initialize`, `jax.devices()`
+lists the devices of every process and the layouts build their meshes from it;
+each process feeds only its local devices. On CPU, cross-process collectives use
+gloo. On a TPU VM `jax.distributed.initialize()` needs no arguments, and on SLURM
+JAX reads the job's environment (`distributed_auto=True` does either).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+
+import jax
+import numpy as np
+
+from podrl.core.errors import ConfigError, require_int
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributedConfig:
+    """How this process joins a multi-process run."""
+
+    coordinator: str | None = None
+    """host:port of process 0's coordinator service (e.g. 127.0.0.1:12355); None = single process unless distributed_auto."""
+    num_processes: int | None = None
+    """Number of processes (hosts) in the run."""
+    process_id: int | None = None
+    """This process's index, 0 .. num_processes - 1."""
+    distributed_auto: bool = False
+    """Let JAX read the cluster from the environment (TPU VM pod slice, SLURM, ...)."""
+    init_timeout_s: int = 60
+    """Seconds to wait for every process to reach the coordinator before failing."""
+
+    def __post_init__(self):
+        require_int(self, "init_timeout_s")
+        if self.distributed_auto:
+            return
+        given = [f for f in ("coordinator", "num_processes", "process_id") if getattr(self, f) is not None]
+        if given and len(given) < 3:
+            missing = sorted({"coordinator", "num_processes", "process_id"} - set(given))
+            raise ConfigError(missing[0], f"a multi-process run needs coordinator, num_processes and process_id "
+                                          f"(got only {given})")
+        if not given:
+            return
+        require_int(self, "num_processes")
+        require_int(self, "process_id", minimum=0)
+        if self.process_id >= self.num_processes:
+            raise ConfigError("process_id", f"{self.process_id} is out of range for num_processes="
+                                            f"{self.num_processes} (expected 0 .. {self.num_processes - 1})")
+        host, _, port = self.coordinator.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError("coordinator", f"expected 'host:port', got {self.coordinator!r}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.distributed_auto or (self.num_processes is not None and self.num_processes > 1)
+
+
+def initialize(config: DistributedConfig) -> None:
+    """Joins the run described by `config` (no-op for a single process)."""
+    if not config.enabled:
+        return
+    # CPU collectives across processes (harmless where the run uses TPUs/GPUs);
+    # must be set before the backend starts, so no device query here.
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    if config.distributed_auto:
+        jax.distributed.initialize(initialization_timeout=config.init_timeout_s)
+        return
+    if config.process_id != 0:
+        _check_reachable(config.coordinator, config.init_timeout_s)
+    jax.distributed.initialize(
+        coordinator_address=config.coordinator,
+        num_processes=config.num_processes,
+        process_id=config.process_id,
+        initialization_timeout=config.init_timeout_s,
+    )
+
+
+def _check_reachable(coordinator: str, timeout_s: float) -> None:
+    """Fails fast, naming the field, when no coordinator answers within `timeout_s`."""
+    import time
+
+    host, _, port = coordinator.rpartition(":")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=1.0):
+                return
+        except OSError as e:
+            if time.monotonic() > deadline:
+                raise ConfigError("coordinator", f"no coordinator answered at {coordinator} within "
+                                                 f"{timeout_s}s ({e}); is process 0 running?") from None
+            time.sleep(0.2)
+
+
+def is_main_process() -> bool:
+    """True on the process that logs and writes files (process 0)."""
+    return jax.process_index() == 0
+
+
+def host_sum(values: np.ndarray) -> np.ndarray:
+    """Sums a small float64 vector over all processes (identity for one process)."""
+    values = np.asarray(values, np.float64)
+    if jax.process_count() == 1:
+        return values
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(values)).sum(axis=0)
+
+
+__all__ = ["DistributedConfig", "initialize", "is_main_process", "host_sum"]

@@ -1,0 +1,107 @@
+"""How a `TrainState` lies on the learner mesh, shared by both layouts.
+
+`params`, `opt_state` and `update_step` are replicated over the learner axis
+`DATA_AXIS` (every shard holds the same values: gradients are averaged).
+`shard_state` (e.g. a replay ring buffer) is per learner shard: each shard keeps
+its own, never averaged. Globally every `shard_state` leaf has a shard axis of
+size D (the learner devices), sharded over `DATA_AXIS`:
+
+  Sebulba   params ... replicated P()        shard_state `[D, ...]`    P(DATA_AXIS)
+  Anakin    params ... `[S, ...]` P(POP)     shard_state `[S, D, ...]` P(POP, DATA_AXIS)
+            (S seeds or population members, split over the mesh's `POPULATION_AXIS` rows)
+
+Inside the layout's shard_map a shard sees its leaves as `[1, ...]`; `shard_local`
+drops that axis before `Agent.init`'s / `Agent.update`'s view (the agent sees its
+shard's buffer with its own shapes, scalars such as a write pointer included) and
+`shard_global` adds it back on the way out.
+
+`check_shard_state_fits` refuses, before anything compiles or allocates, a
+`shard_state` that does not fit a learner device's memory. Both layouts donate it
+to their compiled update (Anakin its whole state, Sebulba the `shard_state`), so a
+buffer is held once per device, not twice.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+from jax.sharding import PartitionSpec as P
+
+from podrl.core.errors import ConfigError
+from podrl.core.parallel import DATA_AXIS, POPULATION_AXIS
+from podrl.core.types import Agent, TrainState
+
+GIB = float(1 << 30)
+
+
+def train_state_spec(seed_axis: bool = False) -> TrainState:
+    """The shard_map spec (a prefix) of a global `TrainState`; `seed_axis`: leaves lead with `[S]`
+    (Anakin), split over `POPULATION_AXIS` (a member's state lives on its device row)."""
+    if not seed_axis:
+        return TrainState(params=P(), opt_state=P(), update_step=P(), shard_state=P(DATA_AXIS), hyperparams=P())
+    member = P(POPULATION_AXIS)
+    return TrainState(params=member, opt_state=member, update_step=member,
+                      shard_state=P(POPULATION_AXIS, DATA_AXIS), hyperparams=member)
+
+
+def shard_local(train_state: TrainState) -> TrainState:
+    """Inside shard_map, one seed: shard_state leaves `[1, ...]` -> the agent's `[...]`."""
+    return train_state._replace(shard_state=jax.tree.map(lambda x: x[0], train_state.shard_state))
+
+
+def shard_global(train_state: TrainState) -> TrainState:
+    """Inside shard_map, one seed: the agent's shard_state leaves `[...]` -> `[1, ...]`."""
+    return train_state._replace(shard_state=jax.tree.map(lambda x: x[None], train_state.shard_state))
+
+
+def init_on_mesh(agent: Agent, key: jax.Array, env_spec: Any, mesh: jax.sharding.Mesh) -> TrainState:
+    """`agent.init(key, env_spec)` laid out on the learner `mesh` (Sebulba; Anakin inits inside its own
+    shard_map): replicated, but for `shard_state`, `[D, ...]` over `DATA_AXIS`, each shard's its own."""
+    mapped = jax.shard_map(lambda: shard_global(agent.init(key, env_spec)), mesh=mesh, in_specs=(),
+                           out_specs=train_state_spec())
+    return jax.jit(mapped)()
+
+
+def shard_state_bytes(agent: Agent, env_spec: Any) -> int:
+    """Bytes of one shard's `shard_state` (one seed), from shapes alone (`jax.eval_shape`, no allocation)."""
+    shapes = jax.eval_shape(agent.init, jax.random.key(0), env_spec)
+    return int(sum(np.prod(x.shape, dtype=np.int64) * np.dtype(x.dtype).itemsize
+                   for x in jax.tree.leaves(shapes.shard_state)))
+
+
+def device_memory_bytes(device: jax.Device) -> int | None:
+    """What `device` may allocate: its `bytes_limit` where the runtime says, else (CPU) the
+    machine's physical memory divided by the local device count; None if unknown."""
+    try:
+        stats = device.memory_stats()
+    except Exception:  # some backends raise instead of returning None
+        stats = None
+    if stats and stats.get("bytes_limit"):
+        return int(stats["bytes_limit"])
+    try:
+        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+    return int(physical // max(1, jax.local_device_count()))
+
+
+def check_shard_state_fits(agent: Agent, env_spec: Any, agent_config: Any, devices: Sequence[jax.Device],
+                           copies: int = 1) -> int:
+    """Raises ConfigError (naming the agent config's `memory_field`, else "agent") when `copies`
+    shard states (Anakin: one per seed) do not fit the memory of the learner devices; returns
+    the bytes one device needs."""
+    need = copies * shard_state_bytes(agent, env_spec)
+    if need == 0:
+        return 0
+    local = [d for d in devices if d.process_index == jax.process_index()] or list(devices)
+    limits = [b for b in (device_memory_bytes(d) for d in local) if b is not None]
+    if limits and need > min(limits):
+        field = getattr(agent_config, "memory_field", None) or "agent"
+        what = f" ({copies} seeds x {need // copies:,} bytes)" if copies > 1 else ""
+        raise ConfigError(field, f"the per-learner-shard state (replay buffer) needs {need:,} bytes = "
+                          f"{need / GIB:.2f} GiB per learner device{what}, but a {local[0].platform} device has "
+                          f"{min(limits) / GIB:.2f} GiB; make {field} smaller")
+    return need

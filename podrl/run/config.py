@@ -1,0 +1,126 @@
+"""Frozen, validated run configs both layouts share (each layout's own config extends `RunConfig`:
+`podrl.anakin.config.AnakinConfig`, `podrl.sebulba.config.SebulbaConfig`). Every field carries a one-line doc (tyro shows it).
+
+Field checks that need nothing but the config run in `__post_init__`, so a bad
+value fails before JAX compiles anything; checks that need the device count run
+in `check_layout` before the first trace. Errors are `ConfigError`s that start
+with the field name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated, ClassVar
+
+import tyro
+
+from podrl.core.errors import ConfigError, require_bool, require_choice, require_int, require_number
+
+
+@dataclasses.dataclass(frozen=True)
+class LoggingConfig:
+    """Where and how a run reports."""
+
+    run_dir: str | None = "runs"
+    """Parent folder of the run directory (config.json, metrics.jsonl, TensorBoard); None writes no files."""
+    run_name: str | None = None
+    """Name of this run's folder under run_dir; default: '<env>__<agent>__seed<seed>__<time>'."""
+    tensorboard: bool = True
+    """Also write TensorBoard event files (needs tensorboardX, the 'tensorboard' extra)."""
+    console: bool = True
+    """Print a progress line after each compiled call."""
+    profile: Annotated[str | None, tyro.conf.arg(aliases=("--profile",))] = None
+    """Write a jax.profiler trace of a few training calls into this folder (open it in perfetto or TensorBoard)."""
+    wandb_project: str | None = None
+    """Also log config and metrics (per seed/member too) to this Weights & Biases project (the 'wandb' extra)."""
+    wandb_entity: str | None = None
+    """The W&B entity (user or team) of the project; None = your default entity."""
+    wandb_mode: str | None = None
+    """W&B mode: 'online', 'offline' (sync later with `wandb sync`) or 'disabled'; None = WANDB_MODE, else online."""
+
+    def __post_init__(self):
+        if self.wandb_mode is not None:
+            require_choice(self, "wandb_mode", ("online", "offline", "disabled"))
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointConfig:
+    """When and where to checkpoint, and what to resume from."""
+
+    every_updates: int = 0
+    """Save every this many updates (0 = only on stop signals, faults and at the end)."""
+    every_seconds: float = 0.0
+    """Also save when this many seconds passed since the last save (0 = off)."""
+    keep: int = 3
+    """Keep the newest this many checkpoints."""
+    directory: str | None = None
+    """Where checkpoints go; None = the folder resumed from, else '<run dir>/checkpoints' (none without a run dir)."""
+    resume: Annotated[str | None, tyro.conf.arg(aliases=("--resume",))] = None
+    """Resume from this checkpoint directory (or run directory); the config must match but for safe fields."""
+    stop_after_updates: int | None = None
+    """End this job after this many updates (counted from its start or resume point, checkpoint first); --resume continues it."""
+
+    def __post_init__(self):
+        require_int(self, "every_updates", minimum=0)
+        require_int(self, "keep")
+        require_number(self, "every_seconds", low=0.0)
+        if self.stop_after_updates is not None:
+            require_int(self, "stop_after_updates")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """What every layout's run has: the env, the seed, the budget, evaluation, logging, checkpoints.
+
+    Layout configs (`podrl.anakin.config.AnakinConfig`, `podrl.sebulba.config.SebulbaConfig`) extend it; their
+    `__post_init__` calls this one's, so these checks are written once.
+    """
+
+    layout: ClassVar[str] = ""
+    """The layout name runs and checkpoints record (set by each layout's config)."""
+
+    env: str = "CartPole-v1"
+    """Anakin: a JAX env id (CartPole-v1, Acrobot-v1, Pendulum-v1, MatchSign-v0), 'gymnax:<id>' or 'craftax:<id>' (env params as ',field=value' after the id) or 'module:Class'. Sebulba: a gymnasium id, 'jax:<id>', 'gymnax:<id>', 'craftax:<id>', 'dm_env:module:factory', 'dmc:<domain>-<task>', 'ale:Pong', 'envpool:<id>' or 'module:factory'."""
+    seed: int = 0
+    """Seed of params, envs and PRNG keys (Anakin's seed i of --num-seeds uses seed + i)."""
+    total_steps: int = 500_000
+    """Environment steps (Anakin: per seed; Sebulba: of this process's actors); rounded down to whole updates."""
+    eval_every: int = 128
+    """Evaluate the greedy policy every this many updates (after the logged call that reaches or passes each multiple) and at the end; 0 = only at the end."""
+    eval_episodes: int = 32
+    """Greedy episodes per evaluation (Anakin: per seed, rounded up to a multiple of the device count)."""
+    eval_max_steps: int = 1000
+    """Step bound of one evaluation episode (for envs without a time limit)."""
+    eval_async: bool = False
+    """Evaluate in a background thread on a copy of update k's params while training goes on (logged at k as its own record; at most one in flight)."""
+    compile_cache: str = "auto"
+    """Persistent compilation cache (training scripts): 'auto' (JAX_COMPILATION_CACHE_DIR, else ~/.cache/podrl/jax), 'none', or a folder."""
+    logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
+    """Logging settings."""
+    checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
+    """Checkpoint and resume settings."""
+
+    def __post_init__(self):
+        require_int(self, "total_steps", "eval_max_steps")
+        require_int(self, "seed", "eval_every", "eval_episodes", minimum=0)
+        require_bool(self, "eval_async")
+        if not isinstance(self.env, str) or not self.env:
+            raise ConfigError("env", f"must be a non-empty env name, got {self.env!r}")
+        if self.total_steps < self.steps_per_update:
+            raise ConfigError("total_steps", f"{self.total_steps} is less than one update "
+                                             f"({self.steps_per_update} steps)")
+
+    @property
+    def steps_per_update(self) -> int:
+        """Env steps (of this process) consumed by one update."""
+        raise NotImplementedError
+
+    @property
+    def num_updates(self) -> int:
+        """Updates over the whole run."""
+        return self.total_steps // self.steps_per_update
+
+    def logged_steps(self, updates: int, num_processes: int) -> int:
+        """The env-step count a run logs after `updates` updates (`steps_per_update` is already global)."""
+        return updates * self.steps_per_update
+

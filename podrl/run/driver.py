@@ -1,0 +1,204 @@
+"""The one run loop, for either layout: it drives a host program through a `RunContext`.
+
+A layout gives a `Program` (`podrl.anakin.train.AnakinRun`, `podrl.sebulba.program.SebulbaProgram`):
+how to init, compile and start it, how far one training call goes, the call itself, evaluation.
+Everything else happens here, the same way in both layouts:
+
+    state = run.restore(program.init())           # the checkpoint's, or fresh
+    compile, info lines, profiler
+    while updates remain:
+        call: updates first..last-1 -> (state, record or None)   # NaN/Inf check inside
+        record?  evaluate when due, the program's after-record hook (PBT), log / history / progress
+        run.after_update(last, ...)                 # periodic checkpoint; True = a stop signal
+    run.finish(...)                                 # final checkpoint, closing line
+
+The schedule is counted in updates in both layouts. A record is written after each call that
+produces one (Anakin: every call of `updates_per_call` updates; Sebulba: every `log_every`
+updates). The greedy policy is evaluated after the record whose call reached or passed a
+multiple of `eval_every` updates, and after the last update. With `eval_async`, that evaluation runs
+in a background thread (`podrl.run.eval_worker`) on a copy of the params while training goes on; the
+driver waits for it at the next evaluation point (never two in flight, none skipped; the seconds
+waited are logged as `eval_wait_s` in that point's record) and after the loop, and logs it as its own record
+`{"updates": k, "eval_return": ...}` at update k's step.
+
+Failures: a `NonFiniteError` (a NaN loss, or a NaN/Inf reward or observation from the env) gets
+the last good checkpoint as a note and stops the run; any other failure (an actor, the user's
+env, a timeout) first checkpoints the learner's work when the program can (`save_on_failure`),
+and its message says which checkpoint that is.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NamedTuple, Protocol
+
+from podrl.core.errors import NonFiniteError
+from podrl.run.eval_worker import EvalWorker, snapshot
+from podrl.run.profiling import CallProfiler
+from podrl.run.context import RunContext, format_return
+
+
+class Program(Protocol):
+    """A layout's host program, as the driver sees it."""
+
+    save_on_failure: bool
+    """True when the state is still valid after a failed call (checkpointed before the error is raised)."""
+    profile_calls: int
+    """How many training calls `--profile` traces."""
+
+    def init(self) -> Any:
+        """A fresh training state (the driver restores a checkpoint over it when resuming)."""
+
+    def compile(self, state: Any) -> float:
+        """Compiles what training runs; returns the seconds it took."""
+
+    def start(self, state: Any, start: int, limit: int, compile_seconds: float) -> list[str]:
+        """Gets ready to run updates `start..limit-1` (actors started, ...); returns the info lines to print."""
+
+    def call_end(self, first: int, limit: int) -> int:
+        """Where the training call that starts at update `first` ends (exclusive, at most `limit`)."""
+
+    def train(self, state: Any, first: int, last: int) -> tuple[Any, dict[str, Any] | None]:
+        """Runs updates `first..last-1`; the new state and a log record (None: nothing to log yet).
+        Raises NonFiniteError (`podrl.core.finite.check_training`) on a non-finite input or metric."""
+
+    def evaluate(self, params: Any, seed: int, update: int) -> Any:
+        """The greedy return of `params` (those of update `update`), as host data; None when this program
+        does not evaluate. Raises NonFiniteError (`podrl.core.finite.check_evaluation`). May run in another thread."""
+
+    def after_record(self, state: Any, record: dict[str, Any], update: int) -> Any:
+        """A hook after each record (PBT's exploit/explore); returns the state to continue from."""
+
+    def progress(self, record: dict[str, Any]) -> dict[str, float | None]:
+        """The values of the console's progress line."""
+
+    def params(self, state: Any) -> Any:
+        """The params in `state` (saved beside it in checkpoints)."""
+
+    def env_steps_of(self, updates: int) -> int:
+        """Env steps done by `updates` updates, over every seed and process (for the closing SPS)."""
+
+
+class Driven(NamedTuple):
+    """What a driven run returns (the layouts wrap it in their result types)."""
+
+    state: Any
+    history: list[dict[str, Any]]  # one record per logged call, with its "step"
+    eval_return: Any  # the last evaluation's greedy return, or None
+    compile_seconds: float
+    steps_per_second: float  # env steps per second of training calls (evaluation and compile excluded)
+    stopped_by: str | None  # "SIGTERM", "SIGINT", "stop_after_updates", or None
+
+
+class _Loop:
+    """The driver's bookkeeping between calls."""
+
+    def __init__(self, state: Any, start: int, evals: EvalWorker | None):
+        self.state, self.done, self.logged_at = state, start, start
+        self.history: list[dict[str, Any]] = []
+        self.eval_return: Any = None
+        self.evals = evals  # the background evaluation (eval_async), or None: evaluate in the loop
+        self.train_seconds = 0.0
+        self.calls = 0
+
+
+def drive(program: Program, run: RunContext) -> Driven:
+    """Runs `program` from `run.start` to `run.limit` (see the module docstring)."""
+    state = run.restore(program.init())
+    compile_seconds = program.compile(state)
+    for line in program.start(state, run.start, run.limit, compile_seconds):
+        run.logger.info(line)
+    config = run.config
+    loop = _Loop(state, run.start, EvalWorker(program.evaluate, config.timeout_s) if config.eval_async else None)
+    calls = _count_calls(program, run.start, run.limit)
+    profiler = CallProfiler(run.config.logging.profile, calls, count=program.profile_calls)
+    try:
+        while loop.done < run.limit:
+            if _one_call(program, run, loop, profiler):
+                break
+        if loop.evals is not None:  # the last evaluation, before the closing line
+            _log_eval(run, loop, loop.evals.result())
+    except NonFiniteError as error:
+        run.note_failure(error)
+        raise
+    except BaseException as error:  # an actor, env or timeout failure: keep the learner's work
+        if program.save_on_failure:
+            run.checkpoints.save(loop.done, loop.state, program.params(loop.state))
+            error.add_note(f"the learner's work before the failure was checkpointed: {run.checkpoints.describe_last()}")
+        raise
+    finally:
+        profiler.stop()
+    sps = program.env_steps_of(loop.done - run.start) / max(loop.train_seconds, 1e-9)
+    stopped_by = run.finish(loop.done, loop.state, program.params(loop.state), sps, loop.eval_return)
+    return Driven(loop.state, loop.history, loop.eval_return, compile_seconds, sps, stopped_by)
+
+
+def _count_calls(program: Program, start: int, limit: int) -> int:
+    calls, first = 0, start
+    while first < limit:
+        first, calls = program.call_end(first, limit), calls + 1
+    return calls
+
+
+def _one_call(program: Program, run: RunContext, loop: _Loop, profiler: CallProfiler) -> bool:
+    """Runs one training call and what follows it; True when a stop was asked."""
+    first = loop.done
+    last = program.call_end(first, run.limit)
+    profiler.before(loop.calls)
+    t0 = time.perf_counter()
+    loop.state, record = program.train(loop.state, first, last)
+    loop.train_seconds += time.perf_counter() - t0
+    profiler.after(loop.calls)
+    loop.calls, loop.done = loop.calls + 1, last
+    if record is not None:
+        _record(program, run, loop, record, last)
+    return run.after_update(last, loop.state, program.params(loop.state))
+
+
+def eval_due(eval_every: int, previous: int, update: int, limit: int, num_updates: int) -> bool:
+    """Whether the record at update `update` (the one before at `previous`) is followed by an evaluation:
+    updates `previous+1..update` hold a multiple of `eval_every`, or `update` ends the run."""
+    crossed = bool(eval_every) and update // eval_every > previous // eval_every
+    return crossed or update in (limit, num_updates)
+
+
+def _record(program: Program, run: RunContext, loop: _Loop, record: dict[str, Any], update: int) -> None:
+    record["updates"] = update
+    config = run.config
+    if eval_due(config.eval_every, loop.logged_at, update, run.limit, config.num_updates):
+        _evaluate(program, run, loop, record, update)
+    loop.logged_at = update
+    loop.state = program.after_record(loop.state, record, update)
+    step = run.logged_steps(update)
+    run.logger.log(step, record)
+    loop.history.append({"step": step, **record})
+    run.logger.progress(step, run.logged_steps(config.num_updates), record["sps"], program.progress(record))
+
+
+def _evaluate(program: Program, run: RunContext, loop: _Loop, record: dict[str, Any], update: int) -> None:
+    """The evaluation after update `update`: into `record` now, or handed to the background worker
+    (after logging the previous one, waited for if still running: the seconds waited, maybe 0, in
+    `record["eval_wait_s"]`)."""
+    params, seed = program.params(loop.state), run.eval_seed(update)
+    if loop.evals is None:
+        value = program.evaluate(params, seed, update)
+        if value is not None:
+            record["eval_return"] = loop.eval_return = value
+        return
+    waited, t0 = loop.evals.submitted, time.perf_counter()
+    _log_eval(run, loop, loop.evals.result())
+    if waited:
+        record["eval_wait_s"] = time.perf_counter() - t0
+    loop.evals.submit(snapshot(params), seed, update)  # copied: the next call may donate `params`
+
+
+def _log_eval(run: RunContext, loop: _Loop, done: tuple[int, Any] | None) -> None:
+    """Logs a background evaluation's result `(update, value)` as its own record at that update's step."""
+    if done is None or done[1] is None:
+        return
+    update, loop.eval_return = done
+    record = {"updates": update, "eval_return": loop.eval_return}
+    step = run.logged_steps(update)
+    run.logger.log(step, record)
+    loop.history.append({"step": step, **record})
+    run.logger.info(f"evaluation after update {update}: greedy return {format_return(loop.eval_return)}")

@@ -1,0 +1,74 @@
+"""A watchdog for the blocking stages of a run (init, compile, a train call).
+
+`within(stage, timeout_s, fn)` runs `fn()` and waits until its result is ready
+(`jax.block_until_ready`), in a helper daemon thread, while the calling thread
+waits at most `timeout_s` seconds. A stage that stalls, e.g. an XLA computation
+that never completes, then raises `StageTimeout` in the calling thread, naming
+the stage and the timeout, instead of blocking forever.
+
+A thread blocked inside XLA cannot be interrupted: the helper thread stays
+parked, and a normal interpreter exit may wait on it (JAX's exit handlers).
+A command-line program that catches `StageTimeout` should therefore report it
+and leave with `exit_now` (an `os._exit`), as `podrl.cli.train` does.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Callable, TypeVar
+
+import jax
+
+T = TypeVar("T")
+
+STALL_EXIT_CODE = 3
+"""Exit status of a command-line run stopped by the watchdog."""
+
+
+class StageTimeout(RuntimeError):
+    """A stage of a run took longer than its timeout (the message names both)."""
+
+    def __init__(self, stage: str, timeout_s: float):
+        super().__init__(f"{stage} did not finish within {timeout_s:g}s (timeout_s); the computation is stalled "
+                         "or far slower than expected. Raise --timeout-s if it is only slow (0 waits forever).")
+        self.stage, self.timeout_s = stage, timeout_s
+
+
+def within(stage: str, timeout_s: float, fn: Callable[[], T]) -> T:
+    """`fn()` with every array in its result ready, or `StageTimeout` after `timeout_s` seconds.
+
+    `timeout_s <= 0` runs `fn` in the calling thread and waits for ever. An exception
+    raised by `fn` (or by the computation it started) is re-raised here. `fn` runs in
+    another thread, so thread-local JAX contexts the caller entered (`with
+    jax.default_device(...)`) do not apply inside it; pass what it needs explicitly.
+    """
+    if timeout_s <= 0:
+        return jax.block_until_ready(fn())
+    done = threading.Event()
+    outcome: dict[str, object] = {}  # "value" or "error"
+
+    def run() -> None:
+        try:
+            outcome["value"] = jax.block_until_ready(fn())
+        except BaseException as e:  # re-raised in the calling thread
+            outcome["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"podrl-watchdog:{stage}", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise StageTimeout(stage, timeout_s)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def exit_now(error: BaseException, code: int = STALL_EXIT_CODE) -> None:
+    """Prints `error: <error>` to stderr and ends the process at once (no exit handlers),
+    because a thread may still be blocked inside XLA."""
+    print(f"error: {error}", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,52 @@
+"""The Sebulba run: validate, build the host program (`podrl.sebulba.program`), let `podrl.run.driver` run it."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from podrl.run.driver import drive
+from podrl.run.context import RunContext
+from podrl.sebulba.actor import JOIN_GRACE_S
+from podrl.sebulba.config import SebulbaConfig
+from podrl.sebulba.program import SebulbaProgram
+from podrl.core.types import AgentConfig, TrainState
+
+__all__ = ["JOIN_GRACE_S", "SebulbaResult", "train_sebulba"]
+
+
+class SebulbaResult(NamedTuple):
+    train_state: TrainState  # on the learner devices (`podrl.core.learner_state`)
+    history: list[dict[str, Any]]  # one record per log window
+    policy_lags: np.ndarray  # int [num_updates, num_threads]: learner version - actor version
+    final_eval_return: float | None
+    steps_per_second: float  # env steps consumed per second, after compilation
+    compile_seconds: float
+    env_steps: int  # env steps of this process's actors consumed by the learner
+    global_env_steps: int  # the same over all processes
+    run_dir: str | None
+    checkpoint_dir: str | None = None
+    stopped_by: str | None = None  # "SIGTERM", "SIGINT", "stop_after_updates", or None
+
+
+def train_sebulba(config: SebulbaConfig, agent_config: AgentConfig, env_factory=None,
+                  full_config: Any = None) -> SebulbaResult:
+    """Trains `agent_config`'s agent with the Sebulba layout on `config.env`.
+
+    Args:
+      env_factory: optional `(thread_index, num_envs) -> HostVectorEnv` replacing
+        `config.env` (tests and users with unusual envs).
+    """
+    local = jax.local_devices()
+    learner_ids = config.check_layout(len(local), agent_config)
+    with RunContext(config, agent_config, full_config) as run:
+        program = SebulbaProgram(config, agent_config, env_factory, local, learner_ids)
+        try:
+            driven = drive(program, run)
+        finally:
+            program.close()
+    return SebulbaResult(driven.state, driven.history, program.lags, driven.eval_return, driven.steps_per_second,
+                         driven.compile_seconds, program.env_steps, program.global_steps, run.logger.run_dir,
+                         run.checkpoints.directory, driven.stopped_by)

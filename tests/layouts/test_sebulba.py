@@ -1,0 +1,338 @@
+"""The Sebulba layout: parity with Anakin, learning, staleness, failures, clean shutdown."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import traceback
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import podrl.envs
+from podrl.agents.impala import ImpalaConfig
+from podrl.agents.ppo import PPOConfig
+from podrl.agents.sac import SACConfig
+from podrl.agents.td3 import TD3Config
+from podrl.envs.adapters.jax_host import JaxHostVectorEnv
+from podrl.envs.registry import make
+from podrl.anakin import train_anakin
+from podrl.anakin.config import AnakinConfig
+from podrl.run.config import LoggingConfig
+from podrl.core.errors import ConfigError, NonFiniteError
+from podrl.core.parallel import mean_across_learners
+from podrl.sebulba import SebulbaConfig, train_sebulba
+from podrl.sebulba.train import JOIN_GRACE_S
+from test_continuous import REACH, REACH_SEBULBA_STEPS, REACH_TD3, REACH_THRESHOLDS, SMALL as CONTINUOUS_SMALL
+
+QUIET = LoggingConfig(run_dir=None, console=False)
+
+
+def sebulba_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("sebulba-actor")]
+
+
+def tiny(**overrides) -> SebulbaConfig:
+    base = dict(env="jax:MatchSign-v0", envs_per_thread=4, rollout_length=8, total_steps=4 * 8 * 6,
+                actor_devices=(0,), learner_devices=(1, 2), log_every=2, timeout_s=20.0, logging=QUIET)
+    base.update(overrides)
+    if "total_steps" not in overrides:
+        threads = len(base["actor_devices"]) * base.get("threads_per_actor_device", 1)
+        base["total_steps"] = threads * base["envs_per_thread"] * base["rollout_length"] * 6
+    return SebulbaConfig(**base)
+
+
+def anakin_sebulba_states(agent_config, T: int = 16, B: int = 8, U: int = 5, env: str = "CartPole-v1"):
+    """`(anakin, sebulba)` train states after `U` updates of `agent_config` on `env` in both
+    layouts with the same seed: Anakin on one device (its seed axis dropped), Sebulba with
+    lag=0, one actor thread, the JAX env through the host adapter and one learner device.
+    Sebulba skips its final evaluation (a host loop; the states are compared)."""
+    anakin = train_anakin(AnakinConfig(env=env, num_envs=B, rollout_length=T, total_steps=T * B * U,
+                                       num_devices=1, updates_per_call=U, eval_every=0, logging=QUIET),
+                          agent_config)
+    sebulba = train_sebulba(SebulbaConfig(env=f"jax:{env}", envs_per_thread=B, rollout_length=T,
+                                          total_steps=T * B * U, actor_devices=(0,), learner_devices=(1,),
+                                          lag="0", eval_episodes=0, logging=QUIET), agent_config)
+    assert int(np.asarray(sebulba.train_state.update_step)) == U
+    return jax.tree.map(lambda a: np.asarray(a)[0], anakin.state.train_state), jax.device_get(sebulba.train_state)
+
+
+def anakin_sebulba_params(agent_config, T: int = 16, B: int = 8, U: int = 5, env: str = "CartPole-v1"):
+    """`(anakin, sebulba, init)` parameter leaves of `anakin_sebulba_states`; `init` is the
+    params both started from."""
+    anakin, sebulba = anakin_sebulba_states(agent_config, T, B, U, env)
+    spec = podrl.envs.env_spec(make(env))
+    init = agent_config.make_agent(spec, U).init(jax.random.split(jax.random.key(0), 3)[0], spec)
+    return [np.asarray(a) for a in jax.tree.leaves(anakin.params)], \
+        [np.asarray(s) for s in jax.tree.leaves(sebulba.params)], [np.asarray(i) for i in jax.tree.leaves(init.params)]
+
+
+def max_diffs(a_leaves, b_leaves) -> list[float]:
+    return [float(np.max(np.abs(a - b))) for a, b in zip(a_leaves, b_leaves, strict=True)]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("agent_config, env, bound", [
+    (PPOConfig(), "CartPole-v1", 1e-6), (SACConfig(**CONTINUOUS_SMALL), "ReachCue-v0", 1e-6),
+    (TD3Config(**CONTINUOUS_SMALL), "ReachCue-v0", 1e-6)], ids=["ppo", "sac", "td3"])
+def test_parity_with_anakin_same_seed(cpu_devices, agent_config, env, bound):
+    """lag=0, one actor thread, the JAX env through the host adapter, one learner device:
+    the same agent code gives the same parameters as Anakin on one device.
+
+    Not bit-identical: Anakin fuses acting into one scanned XLA program while Sebulba
+    runs `act` as its own jitted call, so the stored values differ in the last float
+    bits; the actions of CartPole (discrete) and its episodes are identical, ReachCue's
+    continuous actions (and so its rewards) may differ in their last bits. Bound: 1e-6
+    (measured: SAC 1.9e-9, TD3 1.5e-8, their replay buffers learning from the first update
+    on, 8 gradient steps per update; their weights moved by 1.4e-2 and 6e-3).
+    """
+    anakin, sebulba, init = anakin_sebulba_params(agent_config, env=env)
+    assert max(max_diffs(anakin, sebulba)) < bound, max_diffs(anakin, sebulba)
+    # ...while the updates moved the weights by far more than that (scalar leaves are schedule values
+    # such as SAC's and TD3's warm-up flag, which changes without learning).
+    learned = [d for d, leaf in zip(max_diffs(anakin, init), init, strict=True) if leaf.ndim > 0]
+    assert max(learned) > 1e-3
+
+
+def fingerprint(params) -> jax.Array:
+    """float32 []: the sum of the first element of every params leaf (moves with every update)."""
+    return sum(jnp.ravel(leaf)[0] for leaf in jax.tree.leaves(params))
+
+
+@dataclasses.dataclass(frozen=True)
+class RevealingPPO:
+    """PPO whose actions reveal the params they were sampled with: `act` adds the params'
+    `fingerprint` to its extras and `update` logs it (`acted_fingerprint`, averaged over
+    the batch) beside the fingerprint of the learner's params before the update
+    (`learner_fingerprint`), then updates as PPO does without it."""
+
+    inner: PPOConfig = PPOConfig(num_minibatches=2)
+    """The agent that acts and learns."""
+
+    def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
+        self.inner.check_batch(rollout_length, envs_per_shard)
+
+    def make_agent(self, env_spec, total_updates: int):
+        agent = self.inner.make_agent(env_spec, total_updates)
+
+        def act(params, actor_state, observation, key):
+            action, extras, actor_state = agent.act(params, actor_state, observation, key)
+            return action, {**extras, "fingerprint": jnp.full(action.shape[:1], fingerprint(params))}, actor_state
+
+        def update(train_state, trajectory, key):
+            extras = dict(trajectory.agent_extras)
+            acted = mean_across_learners(jnp.mean(extras.pop("fingerprint")))
+            new_state, metrics = agent.update(train_state, trajectory._replace(agent_extras=extras), key)
+            return new_state, {**metrics, "acted_fingerprint": acted,
+                               "learner_fingerprint": fingerprint(train_state.params)}
+
+        return agent._replace(act=act, update=update)
+
+
+def check_acted_with_reported_versions(result) -> None:
+    """Each update's batch was sampled with the params of the versions `policy_lags` reports:
+    its mean fingerprint is the mean, over the actor threads, of the learner's fingerprint
+    at version `update - lag` (logged once per update, `log_every=1`)."""
+    acted = np.array([r["train/acted_fingerprint"] for r in result.history], np.float64)
+    learner = np.array([r["train/learner_fingerprint"] for r in result.history], np.float64)
+    assert len(acted) == len(result.policy_lags) > 2
+    assert np.abs(np.diff(learner)).min() > 1e-5, learner  # the premise: every version is told apart
+    versions = np.arange(len(acted))[:, None] - result.policy_lags
+    np.testing.assert_allclose(acted, learner[versions].mean(axis=1), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("lag, expect", [("0", "zero"), ("1", "one"), ("async", "bounded")])
+@pytest.mark.timeout(240)
+def test_policy_lag_follows_the_staleness_setting(cpu_devices, lag, expect):
+    """The reported lags follow the setting, and the actors acted with exactly those versions."""
+    config = tiny(lag=lag, threads_per_actor_device=2, queue_size=2, log_every=1)
+    result = train_sebulba(config, RevealingPPO())
+    lags = result.policy_lags
+    assert lags.shape == (config.num_updates, 2)
+    if expect == "zero":
+        assert (lags == 0).all()
+    elif expect == "one":
+        assert (lags[0] == 0).all() and (lags[1:] == 1).all(), lags
+    else:
+        assert lags.min() >= 0 and lags.max() <= config.queue_size + 1, lags
+    check_acted_with_reported_versions(result)
+    assert result.env_steps == config.num_updates * config.steps_per_update
+    assert not sebulba_threads()
+
+
+class FailingEnv(JaxHostVectorEnv):
+    """A JAX host env that raises (or hangs, returns NaN rewards, or sleeps 50 ms per step) from step `k`."""
+
+    def __init__(self, mode: str, k: int, num_envs: int, release: threading.Event | None = None):
+        super().__init__(make("MatchSign-v0"), num_envs)
+        self.mode, self.k, self.count, self.release = mode, k, 0, release
+        self.hung_at: float | None = None  # time.monotonic() when a "hang" began
+
+    def step(self, actions):
+        self.count += 1
+        if self.count >= self.k:
+            if self.mode == "raise":
+                raise RuntimeError(f"env exploded at step {self.count}")
+            if self.mode == "hang":
+                self.hung_at = time.monotonic()
+                self.release.wait(120)
+            if self.mode == "slow":
+                time.sleep(0.05)
+            if self.mode == "nan":
+                ts = super().step(actions)
+                return ts._replace(reward=np.full_like(ts.reward, np.nan))
+        return super().step(actions)
+
+
+@pytest.mark.timeout(120)
+def test_env_exception_stops_the_run_with_that_exception(cpu_devices):
+    start = time.monotonic()
+    factory = lambda j, n: FailingEnv("raise", 30 if j == 1 else 10**9, n)  # noqa: E731
+    with pytest.raises(RuntimeError, match="env exploded at step 30") as info:
+        train_sebulba(tiny(threads_per_actor_device=2, total_steps=2 * 4 * 8 * 50), PPOConfig(num_minibatches=2),
+                      env_factory=factory)
+    assert time.monotonic() - start < 10 + 15  # run + compile; the failure itself stops at once
+    assert any("sebulba-actor-1" in note for note in info.value.__notes__)
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert frames[-1].name == "step" and "test_sebulba" in frames[-1].filename  # the env's own frame
+    assert not sebulba_threads()
+
+
+@pytest.mark.timeout(120)
+def test_env_hang_is_reported_by_the_timeout(cpu_devices):
+    """Thread 0's env hangs at its 12th step, thread 1's never: the TimeoutError arrives
+    within the learner's wait (timeout_s) plus the short join grace of the shut-down
+    (JOIN_GRACE_S) plus a margin; the healthy thread is gone before the hang is released.
+
+    Thread 1's env is slow (50 ms a step) so that its own wait for params version 2
+    starts well after the learner's wait for thread 0's rollout 1 and times out later."""
+    timeout_s, release = 2.0, threading.Event()
+    made: list[FailingEnv] = []
+
+    def factory(j, n):
+        made.append(FailingEnv("hang", 12, n, release) if j == 0 else FailingEnv("slow", 1, n))
+        return made[-1]
+
+    try:
+        with pytest.raises(TimeoutError, match=r"rollout \d+ from actor thread 0.*'env.step'"):
+            train_sebulba(tiny(timeout_s=timeout_s, threads_per_actor_device=2, total_steps=2 * 4 * 8 * 50),
+                          PPOConfig(num_minibatches=2), env_factory=factory)
+        reported = time.monotonic()
+        assert made[0].hung_at is not None and made[1].hung_at is None
+        assert reported - made[0].hung_at <= timeout_s + JOIN_GRACE_S + 1.0, reported - made[0].hung_at
+        stuck = sebulba_threads()  # before the release: only the hung thread, a daemon
+        assert [t.name for t in stuck] == ["sebulba-actor-0"] and stuck[0].daemon, stuck
+    finally:
+        release.set()
+    deadline = time.monotonic() + 10
+    while sebulba_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not sebulba_threads()
+
+
+@pytest.mark.timeout(240)
+def test_async_actors_run_ahead_of_a_slow_learner(cpu_devices):
+    """lag=async: while a slow learner (64 epochs per update) works, the actors keep acting
+    with the params they have, so some rollouts are older than the learner: lag > 0
+    (a synchronous implementation shows 0 everywhere), never beyond queue_size + 1."""
+    config = tiny(lag="async", threads_per_actor_device=2, queue_size=2, total_steps=2 * 4 * 8 * 12)
+    result = train_sebulba(config, PPOConfig(num_minibatches=2, num_epochs=64))
+    lags = result.policy_lags
+    assert lags.shape == (12, 2)
+    assert lags.max() >= 1 and lags.min() >= 0 and lags.max() <= config.queue_size + 1, lags
+    assert not sebulba_threads()
+
+
+@pytest.mark.timeout(120)
+def test_nan_loss_stops_the_run(cpu_devices):
+    factory = lambda j, n: FailingEnv("nan", 20, n)  # noqa: E731
+    with pytest.raises(NonFiniteError, match=r"train/\w+ became"):
+        train_sebulba(tiny(total_steps=4 * 8 * 50), PPOConfig(num_minibatches=2), env_factory=factory)
+    assert not sebulba_threads()
+
+
+@pytest.mark.timeout(300)
+def test_nine_short_runs_end_cleanly(cpu_devices):
+    """Three short runs per staleness setting, back to back: each ends with its steps counted and
+    no thread left behind."""
+    before = threading.active_count()
+    for i in range(9):
+        config = tiny(env="CartPole-v1", seed=i, total_steps=4 * 8 * 2, lag=("0", "1", "async")[i % 3],
+                      eval_episodes=0)
+        result = train_sebulba(config, PPOConfig(num_minibatches=2))
+        assert result.env_steps == 4 * 8 * 2
+        assert not sebulba_threads()
+    assert threading.active_count() <= before
+
+
+@pytest.mark.timeout(120)
+def test_metrics_report_stages_lag_and_queues(cpu_devices):
+    result = train_sebulba(tiny(lag="1", eval_every=2, eval_episodes=4), PPOConfig(num_minibatches=2))
+    record = result.history[-1]
+    for key in ("sps", "episode_return", "policy_lag_mean", "policy_lag_max", "queue_depth", "time/env_step_s",
+                "time/inference_s", "time/learner_step_s", "time/learner_queue_wait_s",
+                "time/actor_queue_put_wait_s", "time/actor_params_wait_s", "train/policy_loss", "eval_return"):
+        assert key in record, key
+    assert record["policy_lag_max"] == 1 and record["sps"] > 0
+    assert len(result.history) == 3
+
+
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (dict(lag="fast"), "lag"),
+        (dict(lag="-1"), "lag"),
+        (dict(vectorization="fork"), "vectorization"),
+        (dict(envs_per_thread=0), "envs_per_thread"),
+        (dict(actor_devices=()), "actor_devices"),
+        (dict(actor_devices=(0, 0)), "actor_devices"),
+        (dict(timeout_s=0.0), "timeout_s"),
+        (dict(queue_size=0), "queue_size"),
+    ],
+)
+def test_invalid_sebulba_fields_are_named(overrides, field):
+    with pytest.raises(ConfigError) as info:
+        SebulbaConfig(**overrides)
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (dict(actor_devices=(0,), learner_devices=(0, 1)), "learner_devices"),
+        (dict(actor_devices=(9,)), "actor_devices"),
+        (dict(envs_per_thread=3, learner_devices=(1, 2)), "envs_per_thread"),
+        (dict(envs_per_thread=4, rollout_length=3, learner_devices=(1, 2)), "num_minibatches"),
+    ],
+)
+def test_device_split_errors_before_anything_starts(cpu_devices, overrides, field):
+    with pytest.raises(ConfigError) as info:
+        train_sebulba(SebulbaConfig(env="jax:MatchSign-v0", logging=QUIET, **overrides), PPOConfig())
+    assert info.value.field == field
+    assert not sebulba_threads()
+
+
+@pytest.mark.learning
+@pytest.mark.slow
+@pytest.mark.learning
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("agent_config, env, envs_per_thread, rollout_length, total_steps, threshold", [
+    (PPOConfig(), "CartPole-v1", 16, 32, 400_000, 475.0), (ImpalaConfig(), "CartPole-v1", 16, 16, 400_000, 475.0),
+    (SACConfig(**REACH), "jax:ReachCue-v0", 8, 8, REACH_SEBULBA_STEPS, REACH_THRESHOLDS["sac"]),
+    (TD3Config(**REACH_TD3), "jax:ReachCue-v0", 8, 8, REACH_SEBULBA_STEPS, REACH_THRESHOLDS["td3"]),
+], ids=["ppo", "impala", "sac", "td3"])
+def test_agents_solve_gymnasium_cartpole_under_sebulba(cpu_devices, agent_config, env, envs_per_thread,
+                                                       rollout_length, total_steps, threshold):
+    """1 actor device, 2 learner devices, lag 1: the discrete agents on gymnasium's own CartPole-v1
+    on the host, the continuous ones (SAC, TD3) on ReachCue-v0 through the JAX host adapter (see
+    tests/test_continuous.py: an untrained greedy policy returns ~5.3 there)."""
+    config = SebulbaConfig(env=env, total_steps=total_steps, envs_per_thread=envs_per_thread,
+                           rollout_length=rollout_length, lag="1", actor_devices=(0,), learner_devices=(1, 2),
+                           log_every=50, eval_episodes=32, logging=QUIET)
+    result = train_sebulba(config, agent_config)
+    assert result.final_eval_return >= threshold, result.history[-1]
+    assert (result.policy_lags[1:] == 1).all()
+    assert not sebulba_threads()

@@ -1,0 +1,242 @@
+"""Many processes through jax.distributed on 127.0.0.1, started by scripts/launch_local.py.
+
+Every test here spawns real processes under a hard timeout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from podrl.core.distributed import DistributedConfig, initialize
+from podrl.core.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+from tools.check_readme import doc_paths  # noqa: E402  (README.md and docs/*.md)
+
+LAUNCH = [sys.executable, str(ROOT / "scripts" / "launch_local.py")]
+WORKER = [sys.executable, str(ROOT / "tests" / "multihost_worker.py")]
+
+
+def launch(num_processes: int, devices: int, command: list[str], timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(LAUNCH + ["--num-processes", str(num_processes), "--devices-per-process", str(devices),
+                                    "--"] + command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def load(path: Path) -> tuple[list[np.ndarray], int, int, float]:
+    """`(param leaves, local env steps, global env steps, last eval return)` a worker saved."""
+    data = np.load(path)
+    leaves = [data[f"arr_{i}"] for i in range(len(data.files) - 3)]
+    return leaves, int(data["local_steps"]), int(data["global_steps"]), float(data["final_eval"])
+
+
+@pytest.mark.timeout(300)
+def test_anakin_two_processes_match_one_process_with_four_devices(tmp_path, cpu_devices):
+    result = launch(2, 2, WORKER + ["--layout", "anakin", "--out", str(tmp_path)], timeout=280)
+    assert result.returncode == 0, result.stdout[-4000:]
+    (p0, _, _, eval0), (p1, _, _, eval1) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
+    for a, b in zip(p0, p1, strict=True):
+        np.testing.assert_array_equal(a, b)  # one program, one replicated result
+    assert np.isfinite(eval0) and eval0 == eval1  # evaluation is one program over every process too
+    assert "| eval " in result.stdout
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from multihost_worker import anakin_config
+    from podrl.agents.ppo import PPOConfig
+    from podrl.anakin import train_anakin
+    from podrl.run.config import LoggingConfig
+
+    config = anakin_config(4, LoggingConfig(run_dir=None, console=False))
+    single = train_anakin(dataclasses.replace(config, num_devices=4), PPOConfig())
+    reference = [np.asarray(x)[0] for x in jax.tree.leaves(single.state.train_state.params)]
+    for a, b in zip(p0, reference, strict=True):
+        # Same global program; only the all-reduce differs (gloo across processes vs
+        # in-process), which may sum in another order: float32 rounding, nothing more.
+        np.testing.assert_allclose(a[0], b, atol=1e-5)
+
+
+@pytest.mark.timeout(300)
+def test_population_rows_span_two_processes_with_pbt(tmp_path, cpu_devices):
+    """4 members (lr sweep, PBT every 2 updates) on a (2, 2) mesh over 2 processes x 2 devices: each
+    process holds one row (2 members) and both take the same PBT decisions; the members equal those
+    of the same population run in one process on 4 devices."""
+    result = launch(2, 2, WORKER + ["--layout", "anakin", "--population", "--out", str(tmp_path)], timeout=280)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "return best" in result.stdout
+    (p0, _, _, eval0), (p1, _, _, eval1) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
+    assert eval0 == eval1
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from multihost_worker import population_config
+    from podrl.agents.ppo import PPOConfig
+    from podrl.anakin import train_anakin
+    from podrl.run.config import LoggingConfig
+
+    config = population_config(4, LoggingConfig(run_dir=None, console=False))
+    single = train_anakin(dataclasses.replace(config, num_devices=4), PPOConfig())
+    assert any(r.get("pbt/replaced") for r in single.history)
+    for row, leaves in ((0, p0), (1, p1)):
+        for a, b in zip(leaves, jax.tree.leaves(single.state.train_state.params), strict=True):
+            np.testing.assert_allclose(a, np.asarray(b)[2 * row:2 * row + 2], atol=1e-5)
+
+
+@pytest.mark.timeout(500)
+def test_anakin_muzero_two_processes_checkpoint_and_resume_consistently(tmp_path):
+    """agent:muzero at its defaults (Gumbel search inside the rollout scan, one sequence replay per
+    learner shard, 2 envs per shard): both processes save into one shared folder, stop after 2 of 4
+    updates, restore the same state (params, optimiser, target network and every shard's replay) on
+    resume and end exactly where an uninterrupted 2-process run ends; the replay learned from update 2
+    on (min_fill 512 = 2 updates of 2 envs x 128 steps), so updates 3-4 took gradient steps after the
+    restore."""
+    whole, parts, shared = tmp_path / "whole", tmp_path / "parts", tmp_path / "ckpt"
+    whole.mkdir(), parts.mkdir()
+    base = WORKER + ["--layout", "anakin", "--agent", "muzero", "--updates", "4", "--no-eval"]  # the state is compared
+    for command in (base + ["--out", str(whole)],
+                    base + ["--out", str(parts), "--checkpoint-dir", str(shared), "--stop-after", "2"],
+                    base + ["--out", str(parts), "--checkpoint-dir", str(shared), "--resume"]):
+        result = launch(2, 2, command, timeout=180)
+        assert result.returncode == 0, result.stdout[-4000:]
+    assert "updates 2..4 of 4" in result.stdout
+    for name in ("p0.npz", "p1.npz"):
+        for a, b in zip(load(whole / name)[0], load(parts / name)[0], strict=True):
+            np.testing.assert_array_equal(a, b)
+    (p0, *_), (p1, *_) = load(whole / "p0.npz"), load(whole / "p1.npz")
+    assert int(p0[-1].reshape(-1)[0]) == int(p1[-1].reshape(-1)[0]) == 4 * 2 * 128  # each shard's replay size
+    assert not np.array_equal(p0[-9], p1[-9])  # each process's shards hold its own envs' observations
+
+
+@pytest.mark.timeout(300)
+def test_sebulba_two_processes_share_one_learner(tmp_path):
+    result = launch(2, 2, WORKER + ["--layout", "sebulba", "--out", str(tmp_path), "--updates", "6"], timeout=280)
+    assert result.returncode == 0, result.stdout[-4000:]
+    (p0, local0, global0, eval0), (p1, local1, global1, eval1) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
+    for a, b in zip(p0, p1, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert local0 == local1 == 8 * 64 * 6  # each host's own actor steps are counted (default 8 envs x 64)...
+    assert global0 == global1 == 2 * 8 * 64 * 6  # ...and summed over hosts
+    assert "[p0] [sebulba]" in result.stdout and "[p1] [sebulba]" not in result.stdout  # logs: process 0 only
+    assert np.isfinite(eval0) and np.isnan(eval1)  # process 0 evaluates (on its own replica), alone
+    assert "| eval " in result.stdout
+
+
+@pytest.mark.timeout(400)
+def test_sebulba_muzero_two_processes_share_one_learner(tmp_path):
+    """agent:muzero at its defaults (Gumbel search in each host's actor threads, one sequence replay per
+    learner shard): both processes end with the same params, and each learner shard's buffer holds the
+    steps of its own host's actors."""
+    result = launch(2, 2, WORKER + ["--layout", "sebulba", "--agent", "muzero", "--out", str(tmp_path),
+                                    "--updates", "3"], timeout=380)
+    assert result.returncode == 0, result.stdout[-4000:]
+    (p0, local0, global0, eval0), (p1, local1, global1, eval1) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
+    buffer0, buffer1 = p0[-9:], p1[-9:]  # the ReplayBuffer's leaves: its 7 Step fields, position, size
+    for a, b in zip(p0[:-9], p1[:-9], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert local0 == local1 == 8 * 64 * 3 and global0 == global1 == 2 * 8 * 64 * 3
+    assert int(buffer0[-1].reshape(-1)[0]) == int(buffer1[-1].reshape(-1)[0]) == 8 * 64 * 3  # size: its host's steps
+    assert not np.array_equal(buffer0[0], buffer1[0])  # observations: each host's own actors
+    assert np.isfinite(eval0) and np.isnan(eval1)
+
+
+def readme_launch_commands() -> dict[str, list[str]]:
+    """The `launch_local.py` commands of README.md and docs/*.md (continuation lines joined), by training script."""
+    text = "\n".join(page.read_text() for page in doc_paths()).replace("\\\n", " ")
+    lines = [line.split() for line in text.splitlines() if line.startswith("python scripts/launch_local.py")]
+    return {next(w for w in words if w.startswith("scripts/train_")): words for words in lines}
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("script, total_steps", [
+    ("scripts/train_anakin.py", 4 * 8 * 128),  # 4 updates of --num-envs 8 x 128 steps: one call
+    ("scripts/train_sebulba.py", 4 * 8 * 64),  # 4 updates of 8 envs x 64 steps per host
+])
+def test_readme_multiprocess_command_runs_and_evaluates(tmp_path, script, total_steps):
+    """The README's CPU-pod command as written, defaults included (evaluation), only shorter."""
+    words = readme_launch_commands()[script]
+    command = [sys.executable if w == "python" else str(ROOT / w) if w.startswith("scripts/") else w for w in words]
+    command += ["--total-steps", str(total_steps), "--logging.run-dir", str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=380, cwd=ROOT)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert re.search(r"\[p0\] .*\| eval \d", result.stdout), result.stdout[-4000:]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.timeout(300)
+def test_killing_one_process_stops_the_others(tmp_path):
+    command = LAUNCH + ["--num-processes", "2", "--devices-per-process", "1", "--"] + [
+        sys.executable, str(ROOT / "scripts" / "train_anakin.py"), "--num-envs", "4", "--total-steps", "50000000",
+        "--logging.run-dir", str(tmp_path)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    pids, lines = {}, []
+    deadline = time.monotonic() + 200
+    for line in iter(proc.stdout.readline, ""):
+        lines.append(line)
+        match = re.match(r"\[launcher\] process (\d): pid (\d+)", line)
+        if match:
+            pids[int(match.group(1))] = int(match.group(2))
+        if "[p0] [anakin] step" in line:  # training is under way on both processes
+            break
+        assert time.monotonic() < deadline, "".join(lines[-30:])
+    os.kill(pids[1], signal.SIGKILL)
+    killed_at = time.monotonic()
+    rest, _ = proc.communicate(timeout=120)
+    assert time.monotonic() - killed_at < 60
+    assert proc.returncode != 0
+    assert "process 1 exited with code -9 first" in rest, rest[-3000:]
+    time.sleep(0.5)
+    assert not any(_alive(pid) for pid in pids.values())
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(coordinator="127.0.0.1:1234", num_processes=2, process_id=2), "process_id"),
+    (dict(coordinator="127.0.0.1:1234", num_processes=2, process_id=-1), "process_id"),
+    (dict(coordinator="127.0.0.1:1234", num_processes=0, process_id=0), "num_processes"),
+    (dict(coordinator="localhost", num_processes=2, process_id=0), "coordinator"),
+    (dict(coordinator="127.0.0.1:1234", num_processes=2), "process_id"),
+])
+def test_bad_distributed_config_is_named(kwargs, field):
+    with pytest.raises(ConfigError) as info:
+        DistributedConfig(**kwargs)
+    assert info.value.field == field
+
+
+@pytest.mark.timeout(120)
+def test_unreachable_coordinator_fails_fast(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nobody listens there
+    start = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "train_anakin.py"), "--coordinator", f"127.0.0.1:{port}",
+         "--num-processes", "2", "--process-id", "1", "--init-timeout-s", "3", "--logging.run-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=100, cwd=ROOT)
+    assert result.returncode == 2
+    assert f"coordinator: no coordinator answered at 127.0.0.1:{port}" in result.stderr
+    assert time.monotonic() - start < 60
+
+
+def test_single_process_initialize_is_a_no_op():
+    initialize(DistributedConfig())  # must not touch jax.distributed
+    assert jax.process_count() == 1

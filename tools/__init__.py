@@ -1,0 +1,1 @@
+"""Repository tools: the import-rule, README and learning-test checks (not installed)."""

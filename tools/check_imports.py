@@ -1,0 +1,198 @@
+"""Checks the import rules of CONTRIBUTING.md on every module of the `podrl` package.
+
+    python tools/check_imports.py [ROOT]
+
+ROOT (default: this repository) holds `podrl/`, `agents/` and `envs/`; the last two install
+as `podrl.agents` and `podrl.envs` (pyproject.toml's package-dir), and are checked under those
+names. Every import counts: top-level ones, lazy ones inside functions, `if TYPE_CHECKING:` ones,
+relative ones, and `importlib.import_module("...")` / `__import__("...")` with a literal name.
+Each violation prints as `path:line: <module> imports <name>: <rule>`; the exit status is 1 if
+there is any, else 0 (with a one-line summary). Imports no JAX and nothing of podrl.
+
+The rules: the house has floors, and a module imports only from its own room and the floors
+under it (`FLOORS`):
+- podrl.envs (JAX envs, wrappers, host adapters) imports nothing else of podrl;
+- podrl.core (types, mesh, parallel, keys, learner state, hosts, populations, errors) imports
+  only podrl.envs;
+- podrl.agents imports podrl.core and podrl.envs: never a layout, the run services or the
+  front door;
+- podrl.run (driver, run context, configs, checkpoints, logging, evaluation) imports podrl.core
+  and podrl.envs;
+- the layouts (podrl.anakin, podrl.sebulba) import podrl.run, podrl.core and podrl.envs: never
+  an agent (they see podrl.core.types.Agent), never each other, never the front door;
+- the front door (podrl.cli) and the reports (podrl.reports) may import any floor, but only
+  podrl.cli.experiment, podrl.cli.flags and podrl.cli.policy read the agent registry
+  (`podrl.agents`), and nothing imports a specific agent (`podrl.agents.<name>`).
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import sys
+from typing import Iterator, NamedTuple
+
+SOURCES = {"podrl": "podrl", "agents": "podrl.agents", "envs": "podrl.envs"}
+"""Folder of the repository -> the package it installs as."""
+
+GROUND = ("podrl.envs",)
+FLOORS: dict[str, tuple[str, ...]] = {
+    "podrl.envs": GROUND,
+    "podrl.core": ("podrl.core",) + GROUND,
+    "podrl.agents": ("podrl.agents", "podrl.core") + GROUND,
+    "podrl.run": ("podrl.run", "podrl.core") + GROUND,
+    "podrl.anakin": ("podrl.anakin", "podrl.run", "podrl.core") + GROUND,
+    "podrl.sebulba": ("podrl.sebulba", "podrl.run", "podrl.core") + GROUND,
+}
+"""Room -> the podrl packages its modules may import (the bare `podrl` package face always)."""
+
+REGISTRY_READERS = ("podrl.cli.experiment", "podrl.cli.flags", "podrl.cli.policy")
+"""The modules that may import the agent registry (the `podrl.agents` package itself)."""
+
+WHY = {
+    "podrl.envs": "envs import nothing else of podrl (their errors: podrl.envs.errors)",
+    "podrl.core": "the core imports only podrl.envs",
+    "podrl.agents": "agents import only podrl.core and podrl.envs (never a layout, run service or the CLI)",
+    "podrl.run": "run services import only podrl.core and podrl.envs",
+    "podrl.anakin": "a layout imports podrl.run, podrl.core, podrl.envs (never an agent, the other layout or the CLI)",
+    "podrl.sebulba": "a layout imports podrl.run, podrl.core, podrl.envs (never an agent, the other layout or the CLI)",
+}
+
+
+class Rule(NamedTuple):
+    """Modules under `importer` (minus `exempt`) must not import a name under any of `forbidden`."""
+
+    importer: str
+    forbidden: tuple[str, ...]
+    why: str
+    exempt: tuple[str, ...] = ()
+
+
+RULES = (
+    Rule("podrl", ("podrl.agents",), f"only {', '.join(REGISTRY_READERS)} read the agent registry",
+         exempt=REGISTRY_READERS + ("podrl.agents",) + tuple(FLOORS)),
+    Rule("podrl", ("podrl.agents.",), "podrl never imports a specific agent (it reads the registry, "
+                                      "podrl.agents.AGENTS)", exempt=("podrl.agents",) + tuple(FLOORS)),
+)
+"""What the front door and the reports may not import (the floors are `FLOORS`)."""
+
+
+class Violation(NamedTuple):
+    path: pathlib.Path
+    line: int
+    module: str
+    imported: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.module} imports {self.imported}: {self.why}"
+
+
+def under(name: str, prefix: str) -> bool:
+    """`name` is `prefix` or inside it; a `prefix` ending in "." matches only names inside it."""
+    if prefix.endswith("."):
+        return name.startswith(prefix)
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def module_name(root: pathlib.Path, path: pathlib.Path) -> str:
+    """`agents/ppo/agent.py` -> `podrl.agents.ppo.agent`; a package's `__init__.py` -> the package."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    parts = SOURCES[parts[0]].split(".") + parts[1:]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def source_path(root: pathlib.Path, name: str) -> pathlib.Path:
+    """Where module `name` lives in the repository (`podrl.agents.x` -> `agents/x`), without suffix."""
+    for folder, package in sorted(SOURCES.items(), key=lambda item: -len(item[1])):
+        if under(name, package):
+            return root.joinpath(folder, *name[len(package):].strip(".").split(".")) if name != package \
+                else root / folder
+    return root.joinpath(*name.split("."))
+
+
+def is_module(root: pathlib.Path, name: str) -> bool:
+    """Whether `name` is a module or package under `root` (tells `from a import b` submodules from names)."""
+    path = source_path(root, name)
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def floor_of(module: str) -> str | None:
+    """The room of `FLOORS` that `module` belongs to, if any."""
+    return next((room for room in FLOORS if under(module, room)), None)
+
+
+def imported_names(root: pathlib.Path, module: str, is_package: bool, tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """`(line, module name)` of every import in `tree`, wherever it sits (also inside functions)."""
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = absolute_base(package, node)
+            yield node.lineno, base
+            names = (f"{base}.{a.name}".lstrip(".") for a in node.names)
+            yield from ((node.lineno, name) for name in names if is_module(root, name))
+        elif isinstance(node, ast.Call) and _dynamic_import(node):
+            yield node.lineno, node.args[0].value
+
+
+def absolute_base(package: str, node: ast.ImportFrom) -> str:
+    """The module `from <module> import ...` names, a relative one resolved against `package`."""
+    if not node.level:
+        return node.module or ""
+    parts = package.split(".")
+    anchor = parts[: len(parts) - (node.level - 1)]
+    return ".".join(anchor + ([node.module] if node.module else []))
+
+
+def _dynamic_import(node: ast.Call) -> bool:
+    """`importlib.import_module("literal")` or `__import__("literal")`."""
+    func = node.func
+    named = (isinstance(func, ast.Attribute) and func.attr == "import_module") or (
+        isinstance(func, ast.Name) and func.id in ("import_module", "__import__"))
+    return named and bool(node.args) and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+
+
+def check_module(root: pathlib.Path, path: pathlib.Path) -> list[Violation]:
+    """The violations of RULES in one file, at most one per line (`from podrl.anakin import train`
+    names podrl.anakin and podrl.anakin.train: one violation)."""
+    module = module_name(root, path)
+    rules = [r for r in RULES if under(module, r.importer) and not any(under(module, e) for e in r.exempt)]
+    room = floor_of(module)
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: dict[int, Violation] = {}
+    for line, name in imported_names(root, module, path.name == "__init__.py", tree):
+        why = _broken(rules, room, name)
+        if why is not None and line not in found:
+            found[line] = Violation(path.relative_to(root), line, module, name, why)
+    return sorted(found.values())
+
+
+def _broken(rules: list[Rule], room: str | None, name: str) -> str | None:
+    """Why importing `name` breaks a rule (None if it does not)."""
+    if room is not None and under(name, "podrl.") and not any(under(name, allowed) for allowed in FLOORS[room]):
+        return WHY[room]
+    return next((r.why for r in rules if any(under(name, f) for f in r.forbidden)), None)
+
+
+def check_tree(root: pathlib.Path) -> tuple[list[Violation], int]:
+    """(all violations under `root`'s PACKAGES, number of modules checked)."""
+    paths = sorted(p for folder in SOURCES for p in (root / folder).rglob("*.py"))
+    return [v for path in paths for v in check_module(root, path)], len(paths)
+
+
+def main(argv: list[str]) -> int:
+    root = pathlib.Path(argv[0] if argv else pathlib.Path(__file__).resolve().parents[1]).resolve()
+    violations, checked = check_tree(root)
+    for violation in violations:
+        print(violation)
+    if violations:
+        print(f"{len(violations)} import rule violation(s) in {checked} modules (rules: CONTRIBUTING.md)")
+        return 1
+    print(f"import rules ok: {checked} modules under {', '.join(f'{f}/' for f in SOURCES)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
