@@ -54,7 +54,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # podrl, when not installed
 
 from plot import read_records, series  # noqa: E402  (scripts/ is this script's folder)
-from podrl import presets  # noqa: E402
+from podrl.cli import presets  # noqa: E402
 from podrl.core.errors import UserInputError  # noqa: E402
 from podrl.cli.experiment import resolve  # noqa: E402
 from reproduce_report import (  # noqa: E402
