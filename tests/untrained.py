@@ -12,7 +12,7 @@ import numpy as np
 import podrl.envs
 from podrl.envs.adapters.make import make_host_env
 from podrl.envs.types import EnvSpec
-from podrl.anakin import AnakinProgram
+from podrl.anakin import AnakinCompiled
 from podrl.anakin.config import AnakinConfig
 from podrl.run.evaluation import evaluate_host_greedy
 from podrl.core.mesh import data_mesh
@@ -23,7 +23,7 @@ def anakin_initial_return(config: AnakinConfig, agent_config, devices: list[jax.
     measured by the run's own evaluation program."""
     env = podrl.envs.make(config.env)
     spec = podrl.envs.env_spec(env)
-    program = AnakinProgram(agent_config.make_agent(spec, config.num_updates), env, config, data_mesh(devices), spec)
+    program = AnakinCompiled(agent_config.make_agent(spec, config.num_updates), env, config, data_mesh(devices), spec)
     return program.evaluate(program.init(), config.seed + 1)
 
 

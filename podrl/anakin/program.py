@@ -1,301 +1,128 @@
-"""Anakin: the JAX env and the agent in one jitted program per device.
-
-One compiled call runs `updates_per_call` updates. The mesh is 2-D, `(POPULATION_AXIS,
-DATA_AXIS)` of shape `(R, D)`: the S seeds (or population members, `podrl.core.population`)
-are split over the R rows, S/R per row, and each member's envs over the D devices of
-its row. On every device and for each of its row's members (vmap; a lone member runs
-unbatched, so the rollout's reset cond stays a cond), an update is: a `lax.scan`
-rollout over the shard's envs, then `Agent.update`, whose gradients are
-averaged over the row's D shards (`DATA_AXIS`), never across members or rows. Params
-are replicated along a row; env states and PRNG keys are split over its devices.
-Metrics are reduced on device inside the scan carry, so nothing of shape `[updates, ...]`
-is stacked (that froze vmapped runs on jax 0.10.2 CPU), then gathered over the rows.
-With R = 1 (the default) this is the 1-D data-parallel program, value for value.
-
-Global array layout (S members, R rows, D shards, E envs per member, E/D per shard),
-POP = POPULATION_AXIS:
-  train_state  `[S, ...]`              spec P(POP), except
-    .shard_state `[S, D, ...]`         spec P(POP, DATA_AXIS) (`podrl.core.learner_state`)
-    .hyperparams {field: `[S]`}        a population's swept values (else ())
-  acting       `[S, E, ...]`           spec P(POP, DATA_AXIS)
-  key          `[S, D]` typed keys     spec P(POP, DATA_AXIS), one per shard
-
-Keys follow `podrl.core.keys` (the tree Sebulba uses too): seed `seed + s` gives the
-params, env and run keys; shard d's base key is `base_key(run_key, d)` and update
-`i` draws from `update_keys(base, i)`, so a run is a pure function of (seed, update index).
+"""The Anakin host program the driver runs (`podrl.run.driver.Program`): one training call is
+`updates_per_call` updates of the compiled `AnakinCompiled`, each stage under the `timeout_s`
+watchdog; PBT's exploit/explore after the calls that cross `pbt_every`.
 """
 
 from __future__ import annotations
 
+import functools
 import time
-from typing import Any, Callable, NamedTuple
+from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec as P
 
-from podrl.envs.types import JaxEnv
-from podrl.envs.wrappers import wrap_for_training
+from podrl.anakin.compiled import AnakinCompiled, AnakinState, summarize_call
 from podrl.anakin.config import AnakinConfig
-from podrl.run.evaluation import evaluate_greedy
-from podrl.core.finite import InputCounts, add_counts, count_nonfinite
-from podrl.core.learner_state import shard_global, shard_local, train_state_spec
-from podrl.core.parallel import DATA_AXIS, POPULATION_AXIS, mean_across_learners, sum_across_learners, vary_like
-from podrl.core.keys import base_key, env_keys, eval_keys, per_seed_keys, seed_keys, update_keys
-from podrl.anakin.rollout import ActingState, EpisodeTotals, reset_batch, rollout
-from podrl.core.types import Agent, Array, Metrics, TrainState
-
-
-class AnakinState(NamedTuple):
-    """Everything that changes during training (see module docstring for shapes)."""
-
-    train_state: TrainState
-    acting: ActingState
-    key: Array
-
-
-class CallMetrics(NamedTuple):
-    """Sums over the updates of one call, identical on every shard, `[S]`-leading."""
-
-    agent: Metrics  # sum of each agent metric over the updates done
-    episodes: EpisodeTotals  # over all shards
-    updates: Array  # float32, updates done in this call
-    inputs: InputCounts  # non-finite rewards/observations of the call's training rollouts (`podrl.core.finite`)
-    hyperparams: Any = ()  # a population's swept values {field: [S]} during this call (else ())
-
-
-STATE_SPECS = AnakinState(train_state=train_state_spec(seed_axis=True), acting=P(POPULATION_AXIS, DATA_AXIS),
-                          key=P(POPULATION_AXIS, DATA_AXIS))
-
-
-def gather_members(tree: Any) -> Any:
-    """Inside the shard_map: a row's `[S/R, ...]` leaves -> all members' `[S, ...]`, the same on every
-    device (each row writes its block into zeros, a psum over the rows joins them: `all_gather`
-    is typed as still varying over the rows). With one row it is the identity."""
-    rows = jax.lax.axis_size(POPULATION_AXIS)
-    if rows == 1:
-        return jax.tree.map(lambda x: jax.lax.psum(x, POPULATION_AXIS) if _varies_over_rows(x) else x, tree)
-    start = jax.lax.axis_index(POPULATION_AXIS) * jax.tree.leaves(tree)[0].shape[0]
-
-    def place(x):
-        whole = jnp.zeros((x.shape[0] * rows,) + x.shape[1:], x.dtype)
-        return jax.lax.psum(jax.lax.dynamic_update_slice_in_dim(whole, x, start, axis=0), POPULATION_AXIS)
-
-    return jax.tree.map(place, tree)
-
-
-def _varies_over_rows(x: Any) -> bool:
-    return POPULATION_AXIS in jax.typeof(x).manual_axis_type.varying
-
-
-def two_d(mesh: Mesh) -> Mesh:
-    """`mesh` as the `(POPULATION_AXIS, DATA_AXIS)` mesh (a 1-D data mesh becomes one row)."""
-    if POPULATION_AXIS in mesh.axis_names:
-        return mesh
-    from podrl.core.mesh import population_mesh
-
-    return population_mesh(list(mesh.devices.flat), 1)
+from podrl.core.finite import InputCounts, check_evaluation, check_training, rows_with_nonfinite
+from podrl.core.population import lineage_record, pbt_decide
+from podrl.run.profiling import write_program_text
+from podrl.run.watchdog import within
 
 
 class AnakinProgram:
-    """The compiled pieces of an Anakin run: init, train call, evaluation.
+    """The Anakin host program the driver runs (`podrl.run.driver.Program`): one training call is
+    `updates_per_call` updates of the compiled `AnakinCompiled`, each stage under the `timeout_s` watchdog.
 
     Args:
-      agent: the agent (pure functions).
-      env: the JAX env as `podrl.envs.make` returns it (time limit included, no auto-reset).
-      config: run config (already validated, `check_layout` passed).
-      mesh: the `(POPULATION_AXIS, DATA_AXIS)` mesh (`podrl.core.mesh.population_mesh`); a 1-D
-        `DATA_AXIS` mesh is taken as one row.
-      hyperparams: a population's swept values, {field: float32 `[S]`} (`podrl.core.population`).
+      compiled: the compiled pieces (init, train call, evaluation).
+      config: the run config.
+      bounds: the swept hyperparameters' bounds, for PBT's explore step (`podrl.core.population.sweepable`).
     """
 
-    def __init__(self, agent: Agent, env: JaxEnv, config: AnakinConfig, mesh: Mesh, env_spec,
-                 hyperparams: dict[str, np.ndarray] | None = None):
-        mesh = two_d(mesh)
-        self.agent, self.env, self.config, self.mesh, self.env_spec = agent, env, config, mesh, env_spec
-        self.hyperparams = {k: np.asarray(v, np.float32) for k, v in (hyperparams or {}).items()}
-        self.training_env = wrap_for_training(env)
-        self.num_shards = mesh.shape[DATA_AXIS]  # data-parallel shards of one member
-        self.rows = mesh.shape[POPULATION_AXIS]
-        self.members_per_row = config.members // self.rows
-        self.envs_per_shard = config.num_envs // self.num_shards
-        self.eval_per_shard = -(-config.eval_episodes // self.num_shards)
-        self.trace_count = 0  # times the train call was traced (1 in a healthy run)
-        self._init_mapped = self._shard_jit(self._init_shard, in_specs=(P(), P()), out_specs=STATE_SPECS)
-        self._call = self._shard_jit(
-            self._call_shard, in_specs=(STATE_SPECS, P(), P()), out_specs=(STATE_SPECS, P()), donate=True
-        )
-        self._eval = self._shard_jit(self._eval_shard, in_specs=(P(POPULATION_AXIS), P()), out_specs=P())
-        self._compiled_call = None
-        self._exploit = None
+    save_on_failure = False  # the failed call donated the state's buffers
+    profile_calls = 1
 
-    def _shard_jit(self, fn: Callable, in_specs, out_specs, donate: bool = False):
-        # An env may opt out of shard_map's varying-value check (podrl.envs.gymnax: suite loops whose
-        # carries start from constants); every reduction here is an explicit pmean/psum either way.
-        check_vma = bool(getattr(self.env, "shard_map_check_vma", True))
-        mapped = jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs, check_vma=check_vma)
-        return jax.jit(mapped, donate_argnums=(0,) if donate else ())
-
-    # ---- per-shard programs (inside shard_map; leading axis = seeds) ----
-
-    def _init(self, seeds: np.ndarray) -> AnakinState:
-        """The compiled init of the members with PRNG seeds `seeds` `[S]` (and this program's hyperparameters)."""
-        return self._init_mapped(seeds, self.hyperparams)
-
-    def _row_slice(self, tree: Any) -> Any:
-        """All members' `[S, ...]` leaves -> this row's `[S/R, ...]`."""
-        start = jax.lax.axis_index(POPULATION_AXIS) * self.members_per_row
-        return jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, start, self.members_per_row), tree)
-
-    def _init_shard(self, seeds: Array, hyperparams: dict[str, Array]) -> AnakinState:
-        shard = jax.lax.axis_index(DATA_AXIS)
-
-        def one_seed(args):
-            seed, member_hyperparams = args
-            keys = seed_keys(seed)
-            train_state = shard_global(self.agent.init(keys.params, self.env_spec))
-            if member_hyperparams:
-                train_state = train_state._replace(hyperparams=member_hyperparams)
-            shard_env_keys = jax.lax.dynamic_slice_in_dim(
-                env_keys(keys.env, self.config.num_envs), shard * self.envs_per_shard, self.envs_per_shard)
-            acting = reset_batch(self.training_env, self.agent, shard_env_keys)
-            return AnakinState(train_state, acting, base_key(keys.run, shard)[None])
-
-        # Seeds one after another, not vmapped: a vmapped init batches the orthogonal
-        # initializer's QR over seeds, and jaxlib 0.10.2's CPU LAPACK kernels split a batch
-        # over XLA:CPU's intra-op thread pool and block inside it, so two batched QRs running
-        # at once on a 2-thread pool wait for each other for ever (issue 8). Unbatched QRs
-        # run inline. Same values either way; init runs once, so the loop costs nothing.
-        return jax.lax.map(one_seed, self._row_slice((seeds, hyperparams)))
-
-    def _update(self, state: AnakinState, index: Array) -> tuple[AnakinState, Metrics, EpisodeTotals, InputCounts]:
-        rollout_key, update_key = update_keys(state.key[0], index)
-        acting, trajectory, totals = rollout(
-            self.agent, self.training_env, state.train_state.params, state.acting, rollout_key,
-            self.config.rollout_length,
-        )
-        train_state, metrics = self.agent.update(state.train_state, trajectory, update_key)
-        counts = count_nonfinite(trajectory.reward, trajectory.observation, index, reduce=sum_across_learners)
-        return AnakinState(train_state, acting, state.key), metrics, sum_across_learners(totals), counts
-
-    def _call_shard(self, state: AnakinState, first_update: Array, limit: Array) -> tuple[AnakinState, CallMetrics]:
-        self.trace_count += 1
-
-        def one_seed(state):
-            state = state._replace(train_state=shard_local(state.train_state))
-            metric_shapes = jax.eval_shape(lambda s: self._update(s, first_update)[1], state)
-            zeros = vary_like(CallMetrics(  # a member's metrics vary over the rows, not the row's shards
-                agent=jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes),
-                episodes=EpisodeTotals.zeros(),
-                updates=jnp.zeros((), jnp.float32),
-                inputs=InputCounts.zeros(),
-            ), state.train_state.update_step)
-
-            def do_update(carry, index):
-                state, acc = carry
-                state, metrics, totals, counts = self._update(state, index)
-                acc = acc._replace(
-                    agent=jax.tree.map(jnp.add, acc.agent, metrics),
-                    episodes=acc.episodes + totals,
-                    updates=acc.updates + 1.0,
-                    inputs=add_counts(acc.inputs, counts),
-                )
-                return state, acc
-
-            def body(carry, i):
-                index = first_update + i
-                return jax.lax.cond(index < limit, do_update, lambda c, _: c, carry, index), None
-
-            steps = jnp.arange(self.config.updates_per_call, dtype=jnp.int32)
-            (state, acc), _ = jax.lax.scan(body, (state, zeros), steps)
-            acc = acc._replace(hyperparams=state.train_state.hyperparams)
-            return state._replace(train_state=shard_global(state.train_state)), acc
-
-        if self.members_per_row == 1:  # no vmap: the rollout's reset cond stays a cond (`podrl.envs.wrappers.batch_step`)
-            state, acc = jax.tree.map(lambda x: x[None], one_seed(jax.tree.map(lambda x: x[0], state)))
-        else:
-            state, acc = jax.vmap(one_seed)(state)
-        return state, gather_members(acc)
-
-    def _eval_shard(self, params, seed: Array) -> tuple[Array, Array, Array]:
-        shard = jax.lax.axis_index(DATA_AXIS)
-
-        def one_seed(params, seed_key):
-            keys = eval_keys(seed_key, shard, self.eval_per_shard)
-            result = evaluate_greedy(self.agent, self.env, params, keys, self.config.eval_max_steps)
-            bad = sum_across_learners((jnp.sum(result.bad_reward, dtype=jnp.float32),
-                                       jnp.sum(result.bad_observation, dtype=jnp.float32)))
-            return (mean_across_learners(jnp.mean(result.returns)),) + bad
-
-        keys = self._row_slice(per_seed_keys(seed, self.config.members))
-        return gather_members(jax.vmap(one_seed)(params, keys))
-
-    # ---- host-side API ----
+    def __init__(self, compiled: AnakinCompiled, config: AnakinConfig, bounds: dict[str, tuple[float, float]]):
+        self.compiled, self.config, self.bounds = compiled, config, bounds
+        self.limit = config.num_updates
+        self.call_start = 0  # the first update of the last training call
 
     def init(self) -> AnakinState:
-        """Initial state of every seed: seed i starts from PRNG key `seed + i`."""
-        # numpy in, so every process of a multi-host run passes the same replicated value
-        seeds = np.arange(self.config.members, dtype=np.uint32) + np.uint32(self.config.seed)
-        return self._init(seeds)
-
-    def exploit(self, state: AnakinState, source: np.ndarray, hyperparams: dict[str, np.ndarray]) -> AnakinState:
-        """PBT's exploit/explore applied on device (`podrl.core.population`): member i's train state
-        becomes member `source[i]`'s, with `hyperparams` ({field: `[S]`}) as its swept values;
-        env states and keys stay each member's own. One small jitted gather, the train call is
-        not recompiled (the result keeps the state's shardings)."""
-        if self._exploit is None:
-            shardings = jax.tree.map(lambda x: x.sharding, state)
-
-            def gather(state, source, hyperparams):
-                train_state = jax.tree.map(lambda x: jnp.take(x, source, axis=0),
-                                           state.train_state._replace(hyperparams=()))
-                return state._replace(train_state=train_state._replace(hyperparams=hyperparams))
-
-            self._exploit = jax.jit(gather, out_shardings=shardings, donate_argnums=(0,))
-        hyperparams = {k: np.asarray(v, np.float32) for k, v in hyperparams.items()}
-        return self._exploit(state, np.asarray(source, np.int32), hyperparams)
+        return within("init", self.config.timeout_s, self.compiled.init)
 
     def compile(self, state: AnakinState) -> float:
-        """Compiles the train call ahead of time; returns the seconds it took."""
-        start = time.perf_counter()
-        self._compiled_call = self._call.lower(state, np.int32(0), np.int32(0)).compile()
-        return time.perf_counter() - start
+        return within("compile", self.config.timeout_s, functools.partial(self.compiled.compile, state))
 
-    def program_text(self) -> str:
-        """The compiled train call's optimized HLO (after `compile`): its op names are the
-        thunk names of a profiler trace (`podrl.run.profiling.loop_labels`)."""
-        if self._compiled_call is None:
-            raise RuntimeError("compile() first")
-        return self._compiled_call.as_text()
+    def start(self, state: AnakinState, start: int, limit: int, compile_seconds: float) -> list[str]:
+        config, compiled = self.config, self.compiled
+        self.limit = limit
+        if config.logging.profile and jax.process_index() == 0:  # names the trace's loops (scripts/profile_summary.py)
+            write_program_text(config.logging.profile, compiled.program_text())
+        what = f"a population of {config.population}" if config.population else f"{config.num_seeds} seed(s)"
+        return [f"{config.env}: {what} x {config.num_envs} envs on {compiled.rows} x {compiled.num_shards} "
+                f"device(s), updates {start}..{limit} of {config.num_updates}; compiled in {compile_seconds:.1f}s"]
 
-    def train_call(self, state: AnakinState, first_update: int, limit: int | None = None) -> tuple[AnakinState, CallMetrics]:
-        """Runs updates `first_update .. first_update + updates_per_call`, none at or past
-        `limit` (default: the run's total)."""
-        call = self._compiled_call or self._call
-        limit = self.config.num_updates if limit is None else limit
-        return call(state, np.int32(first_update), np.int32(limit))
+    def call_end(self, first: int, limit: int) -> int:
+        return min(first + self.config.updates_per_call, limit)
 
-    def evaluate(self, state: AnakinState, seed: int) -> np.ndarray:
-        """Mean greedy return per member `[S]` over `eval_episodes` (rounded up to a multiple of the shards)."""
-        return self.evaluate_params(state.train_state.params, seed)[0]
+    def train(self, state: AnakinState, first: int, last: int) -> tuple[AnakinState, dict[str, Any]]:
+        t0 = time.perf_counter()
+        state, metrics = within(f"train call (updates {first}..{last - 1})", self.config.timeout_s,
+                                functools.partial(self.compiled.train_call, state, first, self.limit))
+        summary = summarize_call(metrics)  # device_get blocks until done
+        inputs = jax.device_get(metrics.inputs)
+        check_training(summary, inputs, first, last, self._members(inputs))
+        self.call_start = first
+        summary["sps"] = self.env_steps_of(last - first) / (time.perf_counter() - t0)
+        return state, summary
 
-    def evaluate_params(self, params: Any, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Greedy returns `[S]` of `params` (a state's `train_state.params`, or a copy with its sharding),
-        and per member how many episodes met a NaN/Inf reward / observation `[S]`."""
-        return tuple(np.asarray(x) for x in self._eval(params, np.uint32(seed)))
+    def evaluate(self, params: Any, seed: int, update: int) -> np.ndarray | None:
+        if not self.config.eval_episodes:  # no evaluation: its program is never compiled
+            return None
+        returns, bad_reward, bad_observation = within(
+            f"evaluation after update {update}", self.config.timeout_s,
+            functools.partial(self.compiled.evaluate_params, params, seed))
+        check_evaluation(bad_reward, bad_observation, self.compiled.eval_per_shard * self.compiled.num_shards, update)
+        return returns
+
+    def after_record(self, state: AnakinState, record: dict[str, Any], update: int) -> AnakinState:
+        config = self.config
+        first = self.call_start
+        if config.pbt_every and update // config.pbt_every > first // config.pbt_every and update < config.num_updates:
+            state = _pbt_step(self.compiled, state, record, update, config, self.bounds)
+        return state
+
+    def progress(self, record: dict[str, Any]) -> dict[str, float | None]:
+        return _progress(record, bool(self.config.population))
+
+    def params(self, state: AnakinState) -> Any:
+        return state.train_state.params
+
+    def env_steps_of(self, updates: int) -> int:
+        return updates * self.config.steps_per_update * self.config.members
 
 
-def summarize_call(metrics: CallMetrics) -> dict[str, Any]:
-    """Host-side per-seed means (`[S]` arrays) of one call's metrics."""
-    metrics = jax.device_get(metrics)
-    updates = np.maximum(np.asarray(metrics.updates), 1.0)
-    out: dict[str, Any] = {f"train/{k}": np.asarray(v) / updates for k, v in metrics.agent.items()}
-    count = np.asarray(metrics.episodes.count)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out["episode_return"] = np.where(count > 0, metrics.episodes.return_sum / count, np.nan)
-        out["episode_length"] = np.where(count > 0, metrics.episodes.length_sum / count, np.nan)
-    out["episodes"] = count
-    for name, value in (metrics.hyperparams or {}).items():
-        out[f"hp/{name}"] = np.asarray(value)
-    return out
+    def _members(self, inputs: InputCounts) -> str:
+        """Which seeds met a non-finite input, e.g. " (seed 3)" (empty for a single-seed run)."""
+        bad = rows_with_nonfinite(inputs)
+        if self.config.members == 1 or not bad:
+            return ""
+        return f" (seed {', '.join(str(self.config.seed + i) for i in bad)})"
+
+
+def _pbt_step(compiled: AnakinCompiled, state, summary: dict[str, Any], update: int, config: AnakinConfig,
+              bounds: dict[str, tuple[float, float]]):
+    """Exploit/explore after update `update` (`podrl.core.population`), decided from this call's returns;
+    adds the lineage (`pbt/parent`, `pbt/replaced`, `pbt/hp/<field>` after) to `summary`."""
+    current = {name[3:]: np.asarray(v) for name, v in summary.items() if name.startswith("hp/")}
+    decision = pbt_decide(np.asarray(summary["episode_return"]), current, config.pbt_fraction,
+                          tuple(config.pbt_perturb), bounds, config.seed, update)
+    if decision.replaced.size:
+        state = compiled.exploit(state, decision.source, decision.hyperparams)
+    summary.update(lineage_record(decision))
+    summary.update({f"pbt/hp/{name}": [float(v) for v in values] for name, values in decision.hyperparams.items()})
+    return state
+
+
+def _progress(summary: dict[str, Any], population: bool) -> dict[str, float | None]:
+    returns = np.asarray(summary["episode_return"])
+    finite = np.isfinite(returns).any()
+    evals = summary.get("eval_return")
+    if population:  # a population: its best and median member
+        return {"return best": float(np.nanmax(returns)) if finite else None,
+                "median": float(np.nanmedian(returns)) if finite else None,
+                "eval best": float(np.max(evals)) if evals is not None else None,
+                "eval median": float(np.median(evals)) if evals is not None else None}
+    return {"return": float(np.nanmean(returns)) if finite else None,
+            "eval": float(np.mean(evals)) if evals is not None else None}

@@ -8,24 +8,20 @@ stop, a resume and M more equal N + M uninterrupted updates bit for bit).
 
 from __future__ import annotations
 
-import functools
-import time
 from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
-from podrl.envs.types import JaxEnv
-from podrl.anakin.program import AnakinProgram, AnakinState, summarize_call
+from podrl.anakin.compiled import AnakinCompiled, AnakinState
 from podrl.anakin.config import AnakinConfig
-from podrl.run.driver import drive
-from podrl.core.finite import InputCounts, check_evaluation, check_training, rows_with_nonfinite
+from podrl.anakin.program import AnakinProgram
 from podrl.core.learner_state import check_shard_state_fits
-from podrl.core.population import lineage_record, member_values, pbt_decide, sweepable
-from podrl.run.profiling import write_program_text
-from podrl.run.context import RunContext
+from podrl.core.population import member_values, sweepable
 from podrl.core.types import AgentConfig
-from podrl.run.watchdog import within
+from podrl.envs.types import JaxEnv
+from podrl.run.context import RunContext
+from podrl.run.driver import drive
 
 
 class AnakinResult(NamedTuple):
@@ -58,117 +54,9 @@ def train_anakin(config: AnakinConfig, agent_config: AgentConfig, env: JaxEnv | 
     copies = config.members // config.population_shards  # members per device row
     check_shard_state_fits(agent, spec, agent_config, devices, copies=copies)  # before any allocation
     hyperparams = member_values(config.sweep_axes, config.members, config.seed)
-    program = AnakinProgram(agent, env, config, population_mesh(devices, config.population_shards), spec,
-                            hyperparams)
+    compiled = AnakinCompiled(agent, env, config, population_mesh(devices, config.population_shards), spec,
+                              hyperparams)
     with RunContext(config, agent_config, full_config) as run:
-        driven = drive(AnakinRun(program, config, sweepable(agent_config)), run)
+        driven = drive(AnakinProgram(compiled, config, sweepable(agent_config)), run)
     return AnakinResult(driven.state, driven.history, driven.eval_return, driven.compile_seconds,
                         driven.steps_per_second, run.logger.run_dir, run.checkpoints.directory, driven.stopped_by)
-
-
-class AnakinRun:
-    """The Anakin host program the driver runs (`podrl.run.driver.Program`): one training call is
-    `updates_per_call` updates of the compiled `AnakinProgram`, each stage under the `timeout_s` watchdog.
-
-    Args:
-      program: the compiled pieces.
-      config: the run config.
-      bounds: the swept hyperparameters' bounds, for PBT's explore step (`podrl.core.population.sweepable`).
-    """
-
-    save_on_failure = False  # the failed call donated the state's buffers
-    profile_calls = 1
-
-    def __init__(self, program: AnakinProgram, config: AnakinConfig, bounds: dict[str, tuple[float, float]]):
-        self.program, self.config, self.bounds = program, config, bounds
-        self.limit = config.num_updates
-        self.call_start = 0  # the first update of the last training call
-
-    def init(self) -> AnakinState:
-        return within("init", self.config.timeout_s, self.program.init)
-
-    def compile(self, state: AnakinState) -> float:
-        return within("compile", self.config.timeout_s, functools.partial(self.program.compile, state))
-
-    def start(self, state: AnakinState, start: int, limit: int, compile_seconds: float) -> list[str]:
-        config, program = self.config, self.program
-        self.limit = limit
-        if config.logging.profile and jax.process_index() == 0:  # names the trace's loops (scripts/profile_summary.py)
-            write_program_text(config.logging.profile, program.program_text())
-        what = f"a population of {config.population}" if config.population else f"{config.num_seeds} seed(s)"
-        return [f"{config.env}: {what} x {config.num_envs} envs on {program.rows} x {program.num_shards} "
-                f"device(s), updates {start}..{limit} of {config.num_updates}; compiled in {compile_seconds:.1f}s"]
-
-    def call_end(self, first: int, limit: int) -> int:
-        return min(first + self.config.updates_per_call, limit)
-
-    def train(self, state: AnakinState, first: int, last: int) -> tuple[AnakinState, dict[str, Any]]:
-        t0 = time.perf_counter()
-        state, metrics = within(f"train call (updates {first}..{last - 1})", self.config.timeout_s,
-                                functools.partial(self.program.train_call, state, first, self.limit))
-        summary = summarize_call(metrics)  # device_get blocks until done
-        inputs = jax.device_get(metrics.inputs)
-        check_training(summary, inputs, first, last, self._members(inputs))
-        self.call_start = first
-        summary["sps"] = self.env_steps_of(last - first) / (time.perf_counter() - t0)
-        return state, summary
-
-    def evaluate(self, params: Any, seed: int, update: int) -> np.ndarray | None:
-        if not self.config.eval_episodes:  # no evaluation: its program is never compiled
-            return None
-        returns, bad_reward, bad_observation = within(
-            f"evaluation after update {update}", self.config.timeout_s,
-            functools.partial(self.program.evaluate_params, params, seed))
-        check_evaluation(bad_reward, bad_observation, self.program.eval_per_shard * self.program.num_shards, update)
-        return returns
-
-    def after_record(self, state: AnakinState, record: dict[str, Any], update: int) -> AnakinState:
-        config = self.config
-        first = self.call_start
-        if config.pbt_every and update // config.pbt_every > first // config.pbt_every and update < config.num_updates:
-            state = _pbt_step(self.program, state, record, update, config, self.bounds)
-        return state
-
-    def progress(self, record: dict[str, Any]) -> dict[str, float | None]:
-        return _progress(record, bool(self.config.population))
-
-    def params(self, state: AnakinState) -> Any:
-        return state.train_state.params
-
-    def env_steps_of(self, updates: int) -> int:
-        return updates * self.config.steps_per_update * self.config.members
-
-
-    def _members(self, inputs: InputCounts) -> str:
-        """Which seeds met a non-finite input, e.g. " (seed 3)" (empty for a single-seed run)."""
-        bad = rows_with_nonfinite(inputs)
-        if self.config.members == 1 or not bad:
-            return ""
-        return f" (seed {', '.join(str(self.config.seed + i) for i in bad)})"
-
-
-def _pbt_step(program: AnakinProgram, state, summary: dict[str, Any], update: int, config: AnakinConfig,
-              bounds: dict[str, tuple[float, float]]):
-    """Exploit/explore after update `update` (`podrl.core.population`), decided from this call's returns;
-    adds the lineage (`pbt/parent`, `pbt/replaced`, `pbt/hp/<field>` after) to `summary`."""
-    current = {name[3:]: np.asarray(v) for name, v in summary.items() if name.startswith("hp/")}
-    decision = pbt_decide(np.asarray(summary["episode_return"]), current, config.pbt_fraction,
-                          tuple(config.pbt_perturb), bounds, config.seed, update)
-    if decision.replaced.size:
-        state = program.exploit(state, decision.source, decision.hyperparams)
-    summary.update(lineage_record(decision))
-    summary.update({f"pbt/hp/{name}": [float(v) for v in values] for name, values in decision.hyperparams.items()})
-    return state
-
-
-def _progress(summary: dict[str, Any], population: bool) -> dict[str, float | None]:
-    returns = np.asarray(summary["episode_return"])
-    finite = np.isfinite(returns).any()
-    evals = summary.get("eval_return")
-    if population:  # a population: its best and median member
-        return {"return best": float(np.nanmax(returns)) if finite else None,
-                "median": float(np.nanmedian(returns)) if finite else None,
-                "eval best": float(np.max(evals)) if evals is not None else None,
-                "eval median": float(np.median(evals)) if evals is not None else None}
-    return {"return": float(np.nanmean(returns)) if finite else None,
-            "eval": float(np.mean(evals)) if evals is not None else None}

@@ -1,6 +1,6 @@
 """The one run loop, for either layout: it drives a host program through a `RunContext`.
 
-A layout gives a `Program` (`podrl.anakin.train.AnakinRun`, `podrl.sebulba.program.SebulbaProgram`):
+A layout gives a `Program` (`podrl.anakin.program.AnakinProgram`, `podrl.sebulba.program.SebulbaProgram`):
 how to init, compile and start it, how far one training call goes, the call itself, evaluation.
 Everything else happens here, the same way in both layouts:
 

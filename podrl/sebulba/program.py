@@ -32,7 +32,7 @@ from podrl.core.keys import base_key, seed_keys
 from podrl.core.learner_state import check_shard_state_fits, init_on_mesh
 from podrl.core.mesh import data_mesh, local_replica
 from podrl.core.parallel import DATA_AXIS
-from podrl.sebulba.actor import ActorLink, ActorPolicy, ActorPool, ActorThread, make_act_step
+from podrl.sebulba.rollout import ActorLink, ActorPolicy, ActorPool, ActorThread, make_act_step
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.learner import LearnerStep, make_learner_step
 from podrl.sebulba.params import ParamsSource

@@ -9,7 +9,7 @@ import numpy as np
 
 from podrl.run.driver import drive
 from podrl.run.context import RunContext
-from podrl.sebulba.actor import JOIN_GRACE_S
+from podrl.sebulba.rollout import JOIN_GRACE_S
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.program import SebulbaProgram
 from podrl.core.types import AgentConfig, TrainState

@@ -61,7 +61,7 @@ def test_layout_errors_raise_before_compiling(monkeypatch, cpu_devices, run, ppo
     def no_program(*args, **kwargs):
         raise AssertionError("the program was built although the config is invalid")
 
-    monkeypatch.setattr(podrl.anakin.train, "AnakinProgram", no_program)
+    monkeypatch.setattr(podrl.anakin.train, "AnakinCompiled", no_program)
     config = AnakinConfig(logging=QUIET, **run)
     with pytest.raises(ConfigError) as info:
         train_anakin(config, PPOConfig(**ppo))

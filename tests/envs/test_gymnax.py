@@ -20,7 +20,7 @@ from podrl.agents.torsos import channels_first, check_torso
 from podrl.envs.adapters.make import make_host_env
 from podrl.envs.adapters.optional import MissingExtraError
 from podrl.envs.registry import UnknownEnvError, check_name
-from podrl.anakin import AnakinProgram, train_anakin
+from podrl.anakin import AnakinCompiled, train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError
@@ -170,7 +170,7 @@ def test_anakin_traces_asterix_whose_loops_shard_maps_check_rejects(cpu_devices)
                           num_devices=2, logging=QUIET)
     spec = podrl.envs.env_spec(env)
     agent = PPOConfig(torso="minatar_cnn", num_minibatches=2).make_agent(spec, config.num_updates)
-    program = AnakinProgram(agent, env, config, data_mesh(cpu_devices[:2]), spec)
+    program = AnakinCompiled(agent, env, config, data_mesh(cpu_devices[:2]), spec)
     state = jax.eval_shape(program.init)
     new_state, _ = jax.eval_shape(lambda s: program.train_call(s, 0), state)
     assert jax.tree.structure(new_state) == jax.tree.structure(state)

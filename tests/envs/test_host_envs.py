@@ -256,7 +256,7 @@ def test_jax_host_equals_anakin_reset_and_step(name):
     env, num_envs, seed = podrl.envs.make(name), 4, 11
     host = JaxHostVectorEnv(env, num_envs)
     ts = host.reset(seed)
-    # Anakin, one device, one seed: podrl.anakin.AnakinProgram._init_shard + podrl.anakin.rollout.reset_batch
+    # Anakin, one device, one seed: podrl.anakin.AnakinCompiled._init_shard + podrl.anakin.rollout.reset_batch
     _, env_key, _ = jax.random.split(jax.random.key(np.uint32(seed)), 3)
     env_keys = jax.random.split(env_key, num_envs)
     training_env = podrl.envs.wrap_for_training(env)

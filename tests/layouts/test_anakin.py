@@ -12,7 +12,7 @@ import pytest
 
 import podrl.envs
 from podrl.agents.ppo import PPOConfig
-from podrl.anakin import AnakinProgram, NonFiniteError, train_anakin
+from podrl.anakin import AnakinCompiled, NonFiniteError, train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.run.config import LoggingConfig
 from podrl.run.evaluation import evaluate_greedy
@@ -98,7 +98,7 @@ def test_train_call_is_traced_once_across_updates(cpu_devices):
     env = podrl.envs.make(config.env)
     spec = podrl.envs.env_spec(env)
     agent = PPOConfig().make_agent(spec, config.num_updates)
-    program = AnakinProgram(agent, env, config, data_mesh(cpu_devices[:2]), spec)
+    program = AnakinCompiled(agent, env, config, data_mesh(cpu_devices[:2]), spec)
     state = program.init()
     steps = []
     for first in range(0, config.num_updates, config.updates_per_call):
@@ -114,7 +114,7 @@ def test_no_eval_episodes_means_no_evaluation_and_no_eval_program(cpu_devices, m
     def refuse(*args, **kwargs):
         raise AssertionError("evaluated although eval_episodes=0")
 
-    monkeypatch.setattr(AnakinProgram, "evaluate_params", refuse)
+    monkeypatch.setattr(AnakinCompiled, "evaluate_params", refuse)
     config = quick_config(num_devices=1, total_steps=8 * 16 * 4, eval_every=2, eval_episodes=0)
     result = train_anakin(config, PPOConfig(), devices=cpu_devices[:1])
     assert result.final_eval_return is None

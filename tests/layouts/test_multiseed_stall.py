@@ -25,7 +25,7 @@ import jax, numpy as np
 import podrl.envs
 from podrl.agents.ppo import PPOConfig
 from podrl.envs.types import env_spec
-from podrl.anakin.program import AnakinProgram
+from podrl.anakin.compiled import AnakinCompiled
 from podrl.anakin.config import AnakinConfig
 from podrl.core.mesh import data_mesh
 from podrl.run.watchdog import exit_now, within, StageTimeout
@@ -33,7 +33,7 @@ from podrl.run.watchdog import exit_now, within, StageTimeout
 config = AnakinConfig(num_seeds=8)
 env = podrl.envs.make(config.env)
 spec = env_spec(env)
-program = AnakinProgram(PPOConfig().make_agent(spec, config.num_updates), env, config,
+program = AnakinCompiled(PPOConfig().make_agent(spec, config.num_updates), env, config,
                         data_mesh(jax.local_devices()[:1]), spec)
 for i in range(int(sys.argv[1])):
     seeds = np.arange(8, dtype=np.uint32) + np.uint32(i)

@@ -39,8 +39,8 @@ def test_planted_violations_are_each_reported_with_file_and_line(tmp_path):
         "agents/dqn/agent.py": "from podrl.core import types\nfrom podrl.envs import types\n",  # allowed
         "envs/registry.py": "from podrl.core.errors import ConfigError\n",
         "envs/adapters/atari.py": "import os\nif os:\n    import podrl.agents.ppo\n",
-        "podrl/sebulba/actor.py": "import importlib\nm = importlib.import_module('podrl.agents.ppo.agent')\n",
-        "podrl/anakin/program.py": "from podrl.agents.ppo import PPOConfig\n",
+        "podrl/sebulba/rollout.py": "import importlib\nm = importlib.import_module('podrl.agents.ppo.agent')\n",
+        "podrl/anakin/compiled.py": "from podrl.agents.ppo import PPOConfig\n",
         "podrl/anakin/rollout.py": "from podrl.sebulba import transport\n",  # the other layout
         "podrl/run/evaluation.py": "from podrl.cli import presets\n",  # a run service reaching up
         "podrl/core/keys.py": "from podrl.run import driver\n",  # the core reaching up
@@ -52,7 +52,7 @@ def test_planted_violations_are_each_reported_with_file_and_line(tmp_path):
     reported = {line.split(": ")[0] for line in result.stdout.splitlines() if ".py:" in line}
     assert reported == {
         "agents/ppo/agent.py:5", "agents/impala/agent.py:1", "envs/registry.py:1", "envs/adapters/atari.py:3",
-        "podrl/sebulba/actor.py:2", "podrl/anakin/program.py:1", "podrl/anakin/rollout.py:1",
+        "podrl/sebulba/rollout.py:2", "podrl/anakin/compiled.py:1", "podrl/anakin/rollout.py:1",
         "podrl/run/evaluation.py:1", "podrl/core/keys.py:1", "podrl/cli/video.py:1", "podrl/cli/policy.py:1",
     }, result.stdout
     assert "11 import rule violation(s)" in result.stdout
