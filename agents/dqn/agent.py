@@ -74,6 +74,12 @@ def _batch(parts: QParts, buffer: replay.ReplayBuffer, key: Array, network_param
     return DQNBatch(sample.observation, sample.action.astype(jnp.int32), target)
 
 
+def _sgd_step(parts: QParts, buffer: replay.ReplayBuffer, carry, key: Array):
+    """One Adam step on `batch_size` transitions sampled from `buffer`, then the target update
+    (`off_policy.target_sgd_step`); a `lax.scan` body over `(network params, DQNLearnerState)`."""
+    return target_sgd_step(parts, functools.partial(_batch, parts), buffer, carry, key)
+
+
 def _items(parts: QParts, traj: Trajectory) -> replay.Transition:
     """The `T * B` n-step transitions of a `[T, B]` rollout, rewards clipped and scaled."""
     cfg = parts.config
@@ -91,6 +97,6 @@ def _update(parts: QParts, train_state: TrainState, traj: Trajectory, key: Array
     """`podrl.agents.off_policy.replay_update` with DQN's pieces. Metrics: q_loss, q_mean, target_mean
     (0 before learning starts), learning, replay_fill, epsilon (the one this rollout used), learning_rate."""
     pieces = ReplayPieces(parts.config, parts.config.min_fill, functools.partial(_items, parts),
-                          same_step(functools.partial(target_sgd_step, parts, functools.partial(_batch, parts))),
+                          same_step(functools.partial(_sgd_step, parts)),
                           operator.itemgetter("network"), functools.partial(_hand_on, parts), parts.learning_rate)
     return replay_update(pieces, train_state, traj, key)

@@ -172,9 +172,15 @@ def _batch(parts: MuZeroParts, stride: int, buffer: replay.ReplayBuffer, key: Ar
     return batch_from_windows(parts, target_params, windows)
 
 
-def _sgd_step(parts: MuZeroParts, envs_per_shard: int):
-    """The gradient step for a rollout of `envs_per_shard` envs (`off_policy.target_sgd_step`)."""
-    return functools.partial(target_sgd_step, parts, functools.partial(_batch, parts, envs_per_shard))
+def _sgd_step(parts: MuZeroParts, stride: int, buffer: replay.ReplayBuffer, carry, key: Array):
+    """One Adam step on `batch_size` windows sampled from `buffer`, then the target update
+    (`off_policy.target_sgd_step`); a `lax.scan` body over `(params, MuZeroLearnerState)`."""
+    return target_sgd_step(parts, functools.partial(_batch, parts, stride), buffer, carry, key)
+
+
+def _sgd_step_for(parts: MuZeroParts, envs_per_shard: int):
+    """`_sgd_step` for a rollout of `envs_per_shard` envs (one env's steps lie that many slots apart)."""
+    return functools.partial(_sgd_step, parts, envs_per_shard)
 
 
 def _items(parts: MuZeroParts, traj: Trajectory) -> Step:
@@ -192,7 +198,7 @@ def replay_pieces(parts: MuZeroParts) -> ReplayPieces:
     """MuZero's pieces of `podrl.agents.off_policy.replay_update`. Its metrics: the loss's (0 before
     learning starts), learning, replay_fill, search_value, learning_rate."""
     return ReplayPieces(parts.config, parts.config.min_fill, functools.partial(_items, parts),
-                        functools.partial(_sgd_step, parts), _all_params, _hand_on, parts.learning_rate)
+                        functools.partial(_sgd_step_for, parts), _all_params, _hand_on, parts.learning_rate)
 
 
 def _all_params(params):
