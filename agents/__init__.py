@@ -5,11 +5,12 @@ Each algorithm lives in its own package (`podrl.agents.ppo`, `podrl.agents.impal
 `podrl.core.types.Agent`. Shared pieces: the actor-critic networks and action
 distributions in `podrl.agents.networks`, the recurrent cores (LSTM, GRU) in `podrl.agents.cores`
 and their learner re-unroll in `podrl.agents.unroll`, return estimators (GAE, V-trace) in
-`podrl.agents.returns`, the actor-critic agent plumbing (init, acting, optimizer,
-SGD step) in `podrl.agents.actor_critic`, the value-based one (Q network, epsilon-greedy
-acting, params carrying epsilon) in `podrl.agents.q_learning`, the continuous-control one (SAC, TD3:
-twin critic, action bounds, warm-up) in `podrl.agents.continuous`, the replay in `podrl.agents.replay` and
-`podrl.agents.off_policy`, config field checks in
+`podrl.agents.returns`, every agent's optimizer in `podrl.agents.optimizers`, the actor-critic
+agent plumbing (init, acting, SGD step) in `podrl.agents.actor_critic`, the value-based one
+(Q network, epsilon-greedy acting, params carrying epsilon) in `podrl.agents.q_learning`, the
+continuous-control one (SAC, TD3: twin critic, action bounds, warm-up) in
+`podrl.agents.continuous`, the replay buffer in `podrl.agents.replay`, the replay update frame
+(DQN, MuZero, SAC, TD3) in `podrl.agents.off_policy`, config field checks in
 `podrl.agents.config_checks`.
 
 `AGENTS` is the one table of agents: the training CLIs build their `agent:<name>`

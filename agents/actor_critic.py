@@ -1,9 +1,9 @@
-"""Plumbing shared by the actor-critic agents (PPO, IMPALA), and the one `make_optimizer`.
+"""Plumbing shared by the actor-critic agents (PPO, IMPALA).
 
 An agent module supplies only what is its own: `make_loss_fn(config, network)` and
 `update(parts, train_state, trajectory [T, B], key)`; `actor_critic_agent` builds the
-`podrl.core.types.Agent` around them, with `make_optimizer`'s optimizer and the `ActorCritic`
-network of `podrl.agents.networks` (the config's `torso`,
+`podrl.core.types.Agent` around them, with `podrl.agents.optimizers.make_optimizer`'s optimizer
+and the `ActorCritic` network of `podrl.agents.networks` (the config's `torso`,
 `shared_torso`, `hidden_sizes`, `activation`), or with the config's `core` ("lstm",
 "gru") the `podrl.agents.cores.RecurrentActorCritic`, whose core state is the actor state
 (`[B, core_size]`, a `(c, h)` pair for lstm; `()` without a core), and `act` extras
@@ -30,6 +30,7 @@ import optax
 
 from podrl.agents.cores import initial_actor_state
 from podrl.agents.networks import ActionDistribution, ActorCritic, action_distribution, make_network
+from podrl.agents.optimizers import make_optimizer
 from podrl.agents.unroll import act_step
 from podrl.envs.types import EnvSpec
 from podrl.core.parallel import learner_value_and_grad, mean_across_learners
@@ -91,63 +92,6 @@ def for_member(parts: Parts, train_state: TrainState) -> Parts:
     return parts._replace(hyperparams=hyperparams, optimizer=optimizer, learning_rate=schedule)
 
 
-def lr_schedule(learning_rate: float, anneal: bool, num_steps: int) -> optax.Schedule:
-    """`learning_rate` decayed linearly to 0 over `num_steps` optimizer steps if `anneal`, else constant.
-
-    The constant is a linear schedule with equal ends, not `optax.constant_schedule`: the same
-    float32 step size bit for bit, but PPO on CartPole (4 envs x 128 steps, one CPU device)
-    ran 162-167k steps/s with it against 124k with `constant_schedule`'s Python float
-    (measured in one process, alternating; the cause inside XLA:CPU was not traced).
-    """
-    return optax.linear_schedule(learning_rate, 0.0 if anneal else learning_rate, max(int(num_steps), 1))
-
-
-FLATTEN_MAX_PARAMS = 100_000
-"""Models up to this many parameters get their optimizer state flattened into one vector."""
-
-
-def clipped_flat_optimizer(max_grad_norm: float, base: optax.GradientTransformation,
-                           num_params: int | None = None) -> optax.GradientTransformation:
-    """Global-norm clip then `base`, on one flattened vector for small models.
-
-    `optax.flatten` turns the per-leaf elementwise clip/optimizer ops into one op
-    each; on the op-overhead-bound CPU learner of small MLPs that is ~20% faster
-    (CartPole, 9k params: 0.106 vs 0.181 ms per step). For big models the
-    ravel/unravel copies dominate instead (a 3.6M-param MLP on Atari frames:
-    25.6 vs 5.6 ms), so above `FLATTEN_MAX_PARAMS` the update stays per leaf.
-    """
-    chained = optax.chain(optax.clip_by_global_norm(max_grad_norm), base)
-    small = num_params is None or num_params <= FLATTEN_MAX_PARAMS
-    return optax.flatten(chained) if small else chained
-
-
-def make_optimizer(config: Any, total_updates: int, num_params: int | None = None,
-                   learning_rate: Array | float | None = None,
-                   max_grad_norm: Array | float | None = None) -> tuple[optax.GradientTransformation, Any]:
-    """`(optimizer, schedule)` of an `podrl.agents.config_base.OptimizerConfig`: global-norm clip then
-    its optimizer (`config.optimizer_args()`: Adam or RMSProp), flattened for small models
-    (`num_params`, see `clipped_flat_optimizer`), the step size annealed over
-    `config.num_optimizer_steps(total_updates)` (`lr_schedule`). `learning_rate` and
-    `max_grad_norm` replace the config's (a population member's arrays) when given."""
-    learning_rate = config.learning_rate if learning_rate is None else learning_rate
-    max_grad_norm = config.max_grad_norm if max_grad_norm is None else max_grad_norm
-    schedule = lr_schedule(learning_rate, config.anneal_lr, config.num_optimizer_steps(total_updates))
-    return clipped_flat_optimizer(max_grad_norm, base_optimizer(config, schedule), num_params), schedule
-
-
-def base_optimizer(config: Any, learning_rate: Any, inject: bool = False) -> optax.GradientTransformation:
-    """The config's optax optimizer (`config.optimizer_args()`) with `learning_rate` (a float,
-    a schedule); with `inject`, wrapped in `optax.inject_hyperparams` (its hyperparameters live
-    in the state, where an update may set them)."""
-    name, kwargs = config.optimizer_args()
-    factory = OPTAX_OPTIMIZERS[name]
-    return (optax.inject_hyperparams(factory) if inject else factory)(learning_rate=learning_rate, **kwargs)
-
-
-OPTAX_OPTIMIZERS = {"adam": optax.adam, "rmsprop": optax.rmsprop}
-"""The optax factory of each name `OptimizerConfig.optimizer_args` may return."""
-
-
 def count_params(network: ActorCritic, env_spec: EnvSpec) -> int:
     """Parameter count of `network` on `env_spec`'s observations (shape-only, nothing is computed)."""
     obs = jax.ShapeDtypeStruct((1,) + tuple(env_spec.observation.shape), env_spec.observation.dtype)
@@ -170,8 +114,9 @@ def actor_critic_agent(
     update: Callable[[Parts, TrainState, Trajectory, Array], tuple[TrainState, Metrics]],
 ) -> Agent:
     """The `Agent` whose `update` is `update(parts, ...)`; `total_updates` calls of it make the run.
-    The optimizer is `make_optimizer`'s; `config.HYPERPARAMS` has learning_rate and max_grad_norm
-    fields, and `make_loss_fn(config, network)` returns `loss_fn(params, batch, key, hyperparams)`."""
+    The optimizer is `podrl.agents.optimizers.make_optimizer`'s; `config.HYPERPARAMS` has
+    learning_rate and max_grad_norm fields, and `make_loss_fn(config, network)` returns
+    `loss_fn(params, batch, key, hyperparams)`."""
     total_updates = check_total_updates(total_updates)
     # The env spec first meets the config here: ConfigError("torso") for a torso that cannot
     # read these observations, before anything is traced or compiled.

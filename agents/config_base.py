@@ -3,7 +3,7 @@
 - `OptimizerConfig`: step size, its linear anneal and the global-norm clip; `AdamConfig` adds
   Adam's epsilon (`--agent.adam-eps`, from `AdamEpsConfig`, which SAC / TD3 share), `OptimizerChoiceConfig` the choice of Adam or RMSProp
   (`--agent.optimizer`, `--agent.optimizer-eps`, `--agent.rmsprop-eps-in-sqrt`).
-  `podrl.agents.actor_critic.make_optimizer` builds the optax optimizer of either.
+  `podrl.agents.optimizers` builds the optax optimizer of either (every agent's optimizer is built there).
 - `EpochsConfig`: `num_epochs` passes of `num_minibatches` shuffled minibatches per update.
 - `ObsNormConfig`: `--agent.normalize-observations` and its clip (`podrl.agents.obs_norm`).
 - `AgentConfigBase`: the lazy `make_agent` trampoline (`AGENT_MODULE`) and the population

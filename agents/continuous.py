@@ -16,10 +16,10 @@ yet), else 0; `init` writes the first value and each `update` the next one, as t
 value-based agents' epsilon travels (`podrl.agents.q_learning`). The critics, the target networks,
 the optimizer states and SAC's temperature stay on the learners (`ContinuousLearnerState`).
 
-**Update.** `update` adds the shard's `[T, B]` rollout to its replay buffer as 1-step
-transitions, then (once it holds `warmup_steps`) scans `round(replay_ratio * T * B)`
-gradient steps of the agent's own `sgd_step(buffer, (actor params, learner state), key)`
-(`podrl.agents.off_policy.replay_and_learn`). Every gradient goes through
+**Update.** `update` is the replay frame `podrl.agents.off_policy.replay_update` with the pieces of
+`replay_pieces`: it adds the shard's `[T, B]` rollout to its replay buffer as 1-step transitions,
+then (once it holds `warmup_steps`) scans `round(replay_ratio * T * B)` gradient steps of the
+agent's own `sgd_step(buffer, (actor params, learner state), key)`. Every gradient goes through
 `podrl.core.parallel.learner_value_and_grad` and `optax.apply_updates` (`optimizer_step`).
 Nothing here mentions devices, threads or layouts.
 """
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from typing import Any, Callable, NamedTuple, Sequence
 
 import chex
@@ -38,9 +39,9 @@ import numpy as np
 import optax
 
 from podrl.agents import replay
-from podrl.agents.actor_critic import base_optimizer, clipped_flat_optimizer
 from podrl.agents.networks import Tower
-from podrl.agents.off_policy import replay_and_learn
+from podrl.agents.off_policy import ReplayPieces, replay_update, same_step
+from podrl.agents.optimizers import constant_optimizer
 from podrl.agents.torsos import flatten_obs
 from podrl.envs.types import EnvSpec
 from podrl.core.errors import ConfigError
@@ -139,11 +140,6 @@ class ContinuousLearnerState(NamedTuple):
     sgd_steps: Array
 
 
-def adam(config: Any, learning_rate: float, num_params: int | None = None) -> optax.GradientTransformation:
-    """Global-norm clip (`max_grad_norm`) then Adam (`adam_eps`, `AdamEpsConfig.optimizer_args`) at `learning_rate`."""
-    return clipped_flat_optimizer(config.max_grad_norm, base_optimizer(config, learning_rate), num_params)
-
-
 def continuous_parts(agent: str, config: Any, env_spec: EnvSpec, outputs_per_action: int,
                      explore: Callable[..., Array], greedy: Callable[[Array], Array]) -> ContinuousParts:
     """The `ContinuousParts` for `env_spec` (ConfigError("env") unless its actions are a bounded box):
@@ -155,7 +151,8 @@ def continuous_parts(agent: str, config: Any, env_spec: EnvSpec, outputs_per_act
     actor = Tower(obs_shape, outputs_per_action * size, 0.01, "mlp", tuple(config.hidden_sizes), config.activation)
     critic = TwinCritic(obs_shape, size, tuple(config.hidden_sizes), config.activation)
     return ContinuousParts(config, actor, critic, bounds, functools.partial(explore, config), greedy,
-                           adam(config, config.actor_learning_rate), adam(config, config.critic_learning_rate))
+                           constant_optimizer(config, config.actor_learning_rate),
+                           constant_optimizer(config, config.critic_learning_rate))
 
 
 def init_learner(parts: ContinuousParts, key: Array, env_spec: EnvSpec, actor_target: bool,
@@ -231,22 +228,25 @@ def polyak(online, target, tau: float):
     return optax.incremental_update(online, target, tau)
 
 
-def update(parts: ContinuousParts, sgd_step: Callable[..., Any], train_state: TrainState, traj: Trajectory,
-           key: Array) -> tuple[TrainState, Metrics]:
-    """`Agent.update` (see the module docstring). Metrics: the agent's (zeros before learning starts),
-    "learning", "replay_fill", and "warmup" (1 if this rollout's actions were uniform)."""
-    cfg = parts.config
-    traj.validate()
-    t, b = traj.reward.shape
-    cfg.check_batch(t, b)
-    items = replay.transitions(traj, 1, cfg.gamma, traj.reward.astype(jnp.float32) * cfg.reward_scale)
-    carry = (train_state.params["actor"], train_state.opt_state)
-    buffer, (actor, learner), metrics, _ = replay_and_learn(
-        train_state.shard_state, items, train_state.update_step, cfg.warmup_steps, cfg.sgd_steps(t, b),
-        sgd_step, carry, key)
-    metrics = {**metrics, "warmup": train_state.params["warmup"]}
+def _items(config: Any, traj: Trajectory) -> replay.Transition:
+    """The `T * B` 1-step transitions of a `[T, B]` rollout, rewards scaled by `reward_scale`."""
+    return replay.transitions(traj, 1, config.gamma, traj.reward.astype(jnp.float32) * config.reward_scale)
+
+
+def _hand_on(config: Any, train_state: TrainState, actor, traj: Trajectory):
+    """The next params (the actor, the warm-up flag of the next rollout) and metric "warmup" (1 if this
+    rollout's actions were uniform)."""
     step = train_state.update_step + 1
-    return TrainState({"actor": actor, "warmup": _warmup(cfg, step, t * b)}, learner, step, buffer), metrics
+    params = {"actor": actor, "warmup": _warmup(config, step, traj.reward.size)}
+    return params, {"warmup": train_state.params["warmup"]}
+
+
+def replay_pieces(parts: ContinuousParts, sgd_step: Callable[..., Any]) -> ReplayPieces:
+    """The pieces of `podrl.agents.off_policy.replay_update` around the agent's `sgd_step`. Metrics:
+    the agent's (zeros before learning starts), "learning", "replay_fill", "warmup"."""
+    cfg = parts.config
+    return ReplayPieces(cfg, cfg.warmup_steps, functools.partial(_items, cfg), same_step(sgd_step),
+                        operator.itemgetter("actor"), functools.partial(_hand_on, cfg))
 
 
 def continuous_agent(parts: ContinuousParts, init: Callable[[Array, EnvSpec], TrainState],
@@ -255,7 +255,7 @@ def continuous_agent(parts: ContinuousParts, init: Callable[[Array, EnvSpec], Tr
     `sgd_step(buffer, (actor params, ContinuousLearnerState), key) -> (carry, metrics)`."""
     return Agent(init=init, init_actor_state=_no_actor_state, act=functools.partial(act, parts),
                  act_greedy=functools.partial(act_greedy, parts),
-                 update=functools.partial(update, parts, sgd_step))
+                 update=functools.partial(replay_update, replay_pieces(parts, sgd_step)))
 
 
 def _no_actor_state(batch_size: int) -> tuple:

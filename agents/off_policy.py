@@ -1,37 +1,61 @@
-"""What the replay agents (DQN, SAC, TD3) share in `update`: add the rollout to this shard's
-buffer, then, once it holds enough, scan gradient steps over samples of it.
+"""The replay update frame of DQN, MuZero, SAC and TD3, and the target-network step of DQN and MuZero.
 
-    buffer, carry, metrics, learning = replay_and_learn(
-        buffer, items, update_step, min_fill, num_steps, sgd_step, carry, key)
+**Frame.** `replay_update(pieces, train_state, trajectory [T, B], key)` is their `Agent.update`: it
+checks the rollout, adds it to this shard's buffer (`TrainState.shard_state`), then, once the buffer
+holds `pieces.min_fill` items, scans `config.sgd_steps(T, B)` of the agent's gradient steps over
+`(learned params, opt_state)`, each sampling the buffer itself (`replay_and_learn`). With a
+`pieces.learning_rate` schedule (a `podrl.agents.optimizers.per_update_optimizer`) it first sets this
+update's step size into `opt_state.optimizer`. An agent gives only its own `ReplayPieces`: what to
+add, its gradient step (how it samples, its loss), which params the steps move and what it hands on.
 
-`sgd_step(buffer, carry, key) -> (carry, metrics {name: []})` is the agent's own step (it
-samples the buffer itself). Every learner shard adds the same number of items per update,
-so the fill, and with it the learning predicate, is a function of `update_step` alone: the
-same on every shard, which lets the gradient steps (and their `pmean`s) run inside a
-`lax.cond`. Before learning starts the metrics are zeros of the learned ones' shapes. Nothing
-here knows devices, threads or layouts.
+Every learner shard adds the same number of items per update, so the fill, and with it the
+learning predicate, is a function of `update_step` alone: the same on every shard, which lets
+the gradient steps (and their `pmean`s) run inside a `lax.cond`. Before learning starts the
+metrics are zeros of the learned ones' shapes.
 
-Also shared by DQN and MuZero: `per_update_optimizer` (the step size annealed per update, set
-into the optimizer state before an update's gradient steps) and `target_update` (periodic
-Polyak / hard copy of a target network).
+**Target networks.** DQN and MuZero keep a `TargetLearnerState` (optimizer state, target params,
+gradient steps taken); `target_sgd_step` is their gradient step: the agent's batch from a sample of
+the buffer (bootstrapping from the target params), one `podrl.agents.actor_critic.sgd_step`, then
+`target_update` (periodic Polyak / hard copy). Nothing here knows devices, threads or layouts.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
 from podrl.agents import replay
-from podrl.agents.actor_critic import base_optimizer, clipped_flat_optimizer, lr_schedule
+from podrl.agents.actor_critic import sgd_step
+from podrl.agents.optimizers import set_learning_rate
 from podrl.core.parallel import mean_across_learners, vary_like
-from podrl.core.types import Metrics
+from podrl.core.types import Metrics, TrainState, Trajectory
 
 Array = jax.Array
 SGDStep = Callable[[replay.ReplayBuffer, Any, Array], tuple[Any, Metrics]]
+"""`(buffer, (learned params, opt_state), key) -> (carry, metrics {name: []})`: one gradient step, a
+`lax.scan` body; it samples `buffer` itself."""
+
+
+class ReplayPieces(NamedTuple):
+    """What a replay agent gives `replay_update`: its own pieces (static, built with the agent)."""
+
+    config: Any  # the agent's frozen config, a `ReplayConfig`: check_batch(T, B), sgd_steps(T, B)
+    min_fill: int  # items this shard's buffer holds before the first gradient step
+    items: Callable[[Trajectory], Any]  # the [T, B] rollout -> the items to add, leaves [T * B, ...]
+    sgd_step: Callable[[int], SGDStep]  # B (envs per shard) -> the gradient step for that rollout
+    learned: Callable[[Any], Any]  # TrainState.params -> the tree the gradient steps move
+    hand_on: Callable[[TrainState, Any, Trajectory], tuple[Any, Metrics]]
+    # (train state before, learned params after, rollout) -> (the next params, the rollout's metrics)
+    learning_rate: Callable[[Array], Array] | None = None  # update step -> step size; None: constant
+
+
+def same_step(step: SGDStep) -> Callable[[int], SGDStep]:
+    """`ReplayPieces.sgd_step` of an agent whose gradient step is the same for any envs per shard."""
+    return lambda envs_per_shard: step
 
 
 def learning_started(update_step: Array, items_per_update: int, min_fill: int) -> Array:
@@ -67,19 +91,54 @@ def replay_and_learn(buffer: replay.ReplayBuffer, items: Any, update_step: Array
     return buffer, carry, metrics, learning
 
 
-def per_update_optimizer(config: Any, total_updates: int,
-                         num_params: int | None = None) -> tuple[optax.GradientTransformation, Any]:
-    """`(optimizer, schedule)`: global-norm clip then the config's optimizer, whose step size the
-    update sets to `schedule(update_step)` (an injected hyperparameter, `set_learning_rate`) before
-    its gradient steps: their number per update depends on the rollout shape, so the anneal is per update."""
-    schedule = lr_schedule(config.learning_rate, config.anneal_lr, total_updates)
-    base = base_optimizer(config, config.learning_rate, inject=True)
-    return clipped_flat_optimizer(config.max_grad_norm, base, num_params), schedule
+def _with_step_size(pieces: ReplayPieces, train_state: TrainState) -> tuple[Any, Metrics]:
+    """`(opt_state, metrics)`: with a `pieces.learning_rate` schedule, `opt_state.optimizer` with this
+    update's step size set and metric "learning_rate"; else `opt_state` as it is and no metric."""
+    opt_state = train_state.opt_state
+    if pieces.learning_rate is None:
+        return opt_state, {}
+    learning_rate = pieces.learning_rate(train_state.update_step)
+    opt_state = opt_state._replace(optimizer=set_learning_rate(opt_state.optimizer, learning_rate))
+    return opt_state, {"learning_rate": jnp.asarray(learning_rate, jnp.float32)}
 
 
-def set_learning_rate(opt_state: Any, learning_rate: Array) -> Any:
-    """`opt_state` of a `per_update_optimizer` with its step size set to `learning_rate`."""
-    return optax.tree_utils.tree_set(opt_state, learning_rate=learning_rate)
+def replay_update(pieces: ReplayPieces, train_state: TrainState, traj: Trajectory,
+                  key: Array) -> tuple[TrainState, Metrics]:
+    """`Agent.update` of a replay agent on this shard's trajectory `[T, B]` (see the module docstring).
+    Metrics `[]`: the gradient steps' (zeros before learning starts), "learning", "replay_fill", the
+    agent's rollout metrics (`hand_on`) and, annealed per update, "learning_rate"."""
+    cfg = pieces.config
+    traj.validate()
+    t, b = traj.reward.shape
+    cfg.check_batch(t, b)
+    opt_state, step_size_metrics = _with_step_size(pieces, train_state)
+    carry = (pieces.learned(train_state.params), opt_state)
+    buffer, (learned, opt_state), metrics, _ = replay_and_learn(
+        train_state.shard_state, pieces.items(traj), train_state.update_step, pieces.min_fill, cfg.sgd_steps(t, b),
+        pieces.sgd_step(b), carry, key)
+    params, rollout_metrics = pieces.hand_on(train_state, learned, traj)
+    next_state = train_state._replace(params=params, opt_state=opt_state, update_step=train_state.update_step + 1,
+                                      shard_state=buffer)
+    return next_state, {**metrics, **rollout_metrics, **step_size_metrics}
+
+
+class TargetLearnerState(NamedTuple):
+    """`TrainState.opt_state` of DQN and MuZero: the learner-only state besides the buffer (the same on every shard).
+
+    Attributes:
+      optimizer: the optimizer state (`per_update_optimizer`) over the learned params.
+      target: the target network's params, a tree like the learned params.
+      sgd_steps: int32 `[]`, gradient steps taken (drives `target_update_period`).
+    """
+
+    optimizer: Any
+    target: Any
+    sgd_steps: Array
+
+
+def init_target_learner(optimizer_state: Any, params: Any) -> TargetLearnerState:
+    """The first `TargetLearnerState`: `optimizer_state`, the target a copy of `params`, no steps taken."""
+    return TargetLearnerState(optimizer_state, params, jnp.zeros((), jnp.int32))
 
 
 def target_update(target: Any, online: Any, sgd_steps: Array, period: int, tau: float) -> Any:
@@ -87,3 +146,18 @@ def target_update(target: Any, online: Any, sgd_steps: Array, period: int, tau: 
     due = sgd_steps % period == 0
     moved = optax.incremental_update(online, target, tau)
     return jax.tree.map(lambda new, old: jnp.where(due, new, old), moved, target)
+
+
+def target_sgd_step(parts: Any, batch: Callable[[replay.ReplayBuffer, Array, Any, Any], Any],
+                    buffer: replay.ReplayBuffer, carry, key: Array):
+    """One optimizer step on `batch(buffer, sample key, params, target params)` (the agent's batch of a
+    sample of `buffer`), then the step counted and `target_update` (the config's
+    `target_update_period`, `target_tau`); an `SGDStep` over `(params, TargetLearnerState)`."""
+    params, learner = carry
+    sample_key, step_key = jax.random.split(key)
+    minibatch = batch(buffer, sample_key, params, learner.target)
+    (params, optimizer), metrics = sgd_step(parts, step_key, (params, learner.optimizer), minibatch)
+    sgd_steps = learner.sgd_steps + 1
+    target = target_update(learner.target, params, sgd_steps, parts.config.target_update_period,
+                           parts.config.target_tau)
+    return (params, TargetLearnerState(optimizer, target, sgd_steps)), metrics

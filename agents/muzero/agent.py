@@ -2,19 +2,22 @@
 
 Train state (`podrl.core.types.TrainState`):
   params       the `MuZeroNetwork`'s flax params: all that actors need (search runs the model).
-  opt_state    `MuZeroLearnerState`: Adam state, the target network's params, gradient steps taken.
+  opt_state    `MuZeroLearnerState` (`podrl.agents.off_policy.TargetLearnerState`): Adam state, the
+               target network's params, gradient steps taken.
   update_step  int32 [], updates applied.
   shard_state  `podrl.agents.replay.ReplayBuffer` of `Step`s, `buffer_size` env steps; each learner
                shard fills and samples its own.
 
-`update` runs on one learner shard inside the layout's `shard_map`: it adds this shard's `[T, B]`
-rollout to its buffer (flattened time-major, so one env's steps lie B slots apart), then (once
-the buffer holds `min_fill`) takes `round(replay_ratio * T * B)` Adam steps, each on `batch_size`
-windows of `unroll_steps + td_steps` consecutive steps of one env (`podrl.agents.replay.sample_windows`),
-with targets from `podrl.agents.muzero.targets.window_targets` (values bootstrapped from the target
-network) and the unroll loss of `podrl.agents.muzero.losses`; gradients averaged across learners by
-`podrl.agents.actor_critic.sgd_step`. Nothing here mentions devices, threads or layouts. No reanalyse:
-the policy targets are the actors' stored search policies.
+`update` is the replay frame `podrl.agents.off_policy.replay_update` with MuZero's pieces
+(`replay_pieces`), on one learner shard inside the layout's `shard_map`: it adds this shard's
+`[T, B]` rollout to its buffer (flattened time-major, so one env's steps lie B slots apart), then
+(once the buffer holds `min_fill`) takes `round(replay_ratio * T * B)` Adam steps
+(`off_policy.target_sgd_step`), each on `batch_size` windows of `unroll_steps + td_steps`
+consecutive steps of one env (`podrl.agents.replay.sample_windows`), with targets from
+`podrl.agents.muzero.targets.window_targets` (values bootstrapped from the target network) and the
+unroll loss of `podrl.agents.muzero.losses`; gradients averaged across learners by
+`podrl.agents.actor_critic.sgd_step`. Nothing here mentions devices, threads or layouts. No
+reanalyse: the policy targets are the actors' stored search policies.
 """
 
 from __future__ import annotations
@@ -27,19 +30,22 @@ import jax.numpy as jnp
 import optax
 
 from podrl.agents import replay
-from podrl.agents.actor_critic import check_total_updates, sgd_step
+from podrl.agents.actor_critic import check_total_updates
 from podrl.agents.muzero import search
 from podrl.agents.muzero.config import MuZeroConfig
 from podrl.agents.muzero.losses import MuZeroBatch, make_loss_fn
 from podrl.agents.muzero.networks import MuZeroNetwork
 from podrl.agents.muzero.targets import window_targets
-from podrl.agents.off_policy import per_update_optimizer, replay_and_learn, set_learning_rate, target_update
+from podrl.agents.off_policy import (
+    ReplayPieces, TargetLearnerState, init_target_learner, replay_update, target_sgd_step,
+)
+from podrl.agents.optimizers import per_update_optimizer
 from podrl.agents.q_learning import check_discrete_actions
 from podrl.agents.returns import learner_rewards
 from podrl.agents.torsos import check_torso
 from podrl.envs.types import EnvSpec
 from podrl.core.parallel import mean_across_learners
-from podrl.core.types import Agent, Metrics, TrainState, Trajectory
+from podrl.core.types import Agent, TrainState, Trajectory
 
 Array = jax.Array
 
@@ -63,12 +69,8 @@ class Step(NamedTuple):
     policy: Array
 
 
-class MuZeroLearnerState(NamedTuple):
-    """MuZero's `TrainState.opt_state` (the same on every shard): Adam state, target params, steps."""
-
-    optimizer: Any
-    target: Any
-    sgd_steps: Array  # int32 [], gradient steps taken (drives target_update_period)
+MuZeroLearnerState = TargetLearnerState
+"""MuZero's `TrainState.opt_state` (the same on every shard): Adam state, target params, gradient steps."""
 
 
 class MuZeroParts(NamedTuple):
@@ -118,7 +120,7 @@ def agent_from_parts(parts: MuZeroParts) -> Agent:
         init_actor_state=lambda batch_size: (),
         act=functools.partial(search.act, config, network),
         act_greedy=functools.partial(search.act_greedy, config, network),
-        update=functools.partial(_update, parts),
+        update=functools.partial(replay_update, replay_pieces(parts)),
     )
 
 
@@ -135,9 +137,9 @@ def _init(parts: MuZeroParts, key: Array, env_spec: EnvSpec) -> TrainState:
     """Fresh params, Adam state, the target network as a copy, an empty buffer."""
     obs = jnp.zeros((1,) + tuple(env_spec.observation.shape), env_spec.observation.dtype)
     params = parts.network.init(key, obs, jnp.zeros((1,), jnp.int32))
-    learner = MuZeroLearnerState(parts.optimizer.init(params), params, jnp.zeros((), jnp.int32))
     buffer = replay.init(parts.config.buffer_size, example_step(parts.env_spec))  # env_spec may be traced here
-    return TrainState(params, learner, jnp.zeros((), jnp.int32), buffer)
+    return TrainState(params, init_target_learner(parts.optimizer.init(params), params), jnp.zeros((), jnp.int32),
+                      buffer)
 
 
 def rollout_steps(traj: Trajectory, reward: Array) -> Step:
@@ -161,35 +163,44 @@ def batch_from_windows(parts: MuZeroParts, target_params, windows: Step) -> MuZe
     return MuZeroBatch(windows.observation[:, 0], windows.action[:, : cfg.unroll_steps], targets)
 
 
-def _sgd_step(parts: MuZeroParts, stride: int, buffer: replay.ReplayBuffer, carry, key: Array):
-    """One Adam step on `batch_size` windows sampled from `buffer`; a `lax.scan` body over
-    `(params, MuZeroLearnerState)`."""
-    params, learner = carry
-    sample_key, step_key = jax.random.split(key)
-    windows = replay.sample_windows(buffer, sample_key, parts.config.batch_size, parts.config.window_length, stride)
-    batch = batch_from_windows(parts, learner.target, windows)
-    (params, optimizer), metrics = sgd_step(parts, step_key, (params, learner.optimizer), batch)
-    sgd_steps = learner.sgd_steps + 1
-    target = target_update(learner.target, params, sgd_steps, parts.config.target_update_period,
-                           parts.config.target_tau)
-    return (params, MuZeroLearnerState(optimizer, target, sgd_steps)), metrics
-
-
-def _update(parts: MuZeroParts, train_state: TrainState, traj: Trajectory, key: Array) -> tuple[TrainState, Metrics]:
-    """Adds this shard's trajectory `[T, B]` to its buffer, then `sgd_steps(T, B)` Adam steps once it
-    holds `min_fill`. Metrics: the loss's (0 before learning starts), learning, replay_fill,
-    search_value (the rollout's mean root value), learning_rate."""
+def _batch(parts: MuZeroParts, stride: int, buffer: replay.ReplayBuffer, key: Array, params,
+           target_params) -> MuZeroBatch:
+    """`batch_size` windows sampled from `buffer` (one env's steps `stride` slots apart), as a batch."""
+    del params  # the bootstrap values come from the target network alone
     cfg = parts.config
-    traj.validate()
-    t, b = traj.reward.shape
-    cfg.check_batch(t, b)
-    reward = learner_rewards(traj.reward, cfg.reward_clip, 1.0)
-    learning_rate = parts.learning_rate(train_state.update_step)
-    learner = train_state.opt_state
-    carry = (train_state.params, learner._replace(optimizer=set_learning_rate(learner.optimizer, learning_rate)))
-    buffer, (params, learner), metrics, _ = replay_and_learn(
-        train_state.shard_state, rollout_steps(traj, reward), train_state.update_step, cfg.min_fill,
-        cfg.sgd_steps(t, b), functools.partial(_sgd_step, parts, b), carry, key)
-    metrics = {**metrics, "search_value": mean_across_learners(jnp.mean(traj.agent_extras["search_value"])),
-               "learning_rate": jnp.asarray(learning_rate, jnp.float32)}
-    return TrainState(params, learner, train_state.update_step + 1, buffer), metrics
+    windows = replay.sample_windows(buffer, key, cfg.batch_size, cfg.window_length, stride)
+    return batch_from_windows(parts, target_params, windows)
+
+
+def _sgd_step(parts: MuZeroParts, stride: int, buffer: replay.ReplayBuffer, carry, key: Array):
+    """One Adam step on `batch_size` windows sampled from `buffer`, then the target update
+    (`off_policy.target_sgd_step`); a `lax.scan` body over `(params, MuZeroLearnerState)`."""
+    return target_sgd_step(parts, functools.partial(_batch, parts, stride), buffer, carry, key)
+
+
+def _sgd_step_for(parts: MuZeroParts, envs_per_shard: int):
+    """`_sgd_step` for a rollout of `envs_per_shard` envs (one env's steps lie that many slots apart)."""
+    return functools.partial(_sgd_step, parts, envs_per_shard)
+
+
+def _items(parts: MuZeroParts, traj: Trajectory) -> Step:
+    """The rollout's `T * B` `Step`s, rewards clipped."""
+    return rollout_steps(traj, learner_rewards(traj.reward, parts.config.reward_clip, 1.0))
+
+
+def _hand_on(train_state: TrainState, params, traj: Trajectory):
+    """The learned params as they are; metric "search_value" (the rollout's mean root value)."""
+    del train_state
+    return params, {"search_value": mean_across_learners(jnp.mean(traj.agent_extras["search_value"]))}
+
+
+def replay_pieces(parts: MuZeroParts) -> ReplayPieces:
+    """MuZero's pieces of `podrl.agents.off_policy.replay_update`. Its metrics: the loss's (0 before
+    learning starts), learning, replay_fill, search_value, learning_rate."""
+    return ReplayPieces(parts.config, parts.config.min_fill, functools.partial(_items, parts),
+                        functools.partial(_sgd_step_for, parts), _all_params, _hand_on, parts.learning_rate)
+
+
+def _all_params(params):
+    """The gradient steps move all of MuZero's params (actors need nothing else)."""
+    return params

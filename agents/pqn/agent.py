@@ -16,7 +16,8 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from podrl.agents.actor_critic import finish_update, make_optimizer, shuffled_epoch
+from podrl.agents.actor_critic import finish_update, shuffled_epoch
+from podrl.agents.optimizers import make_optimizer
 from podrl.agents.pqn.config import PQNConfig
 from podrl.agents.pqn.losses import PQNBatch, make_loss_fn
 from podrl.agents.q_learning import QParts, next_params, q_agent, q_values
@@ -26,7 +27,7 @@ from podrl.core.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
 
-__all__ = ["make_agent", "make_optimizer", "q_lambda_batch"]  # make_optimizer: `podrl.agents.actor_critic`'s
+__all__ = ["make_agent", "make_optimizer", "q_lambda_batch"]  # make_optimizer: from `podrl.agents.optimizers`
 
 
 def make_agent(config: PQNConfig, env_spec: EnvSpec, total_updates: int) -> Agent:

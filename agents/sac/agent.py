@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from podrl.agents import replay
-from podrl.agents.actor_critic import base_optimizer
+from podrl.agents.optimizers import base_optimizer
 from podrl.agents.continuous import (
     ContinuousParts, continuous_agent, continuous_parts, critic_step, init_learner, optimizer_step, polyak,
     target_entropy,

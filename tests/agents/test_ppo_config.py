@@ -92,7 +92,8 @@ def test_big_models_keep_a_per_leaf_optimizer_small_ones_are_flattened():
     import numpy as np
     from dm_env import specs
 
-    from podrl.agents.actor_critic import FLATTEN_MAX_PARAMS, count_params
+    from podrl.agents.actor_critic import count_params
+    from podrl.agents.optimizers import FLATTEN_MAX_PARAMS
     from podrl.agents.networks import make_network
     from podrl.envs.types import EnvSpec
 
