@@ -34,8 +34,9 @@ def test_profile_summary_names_the_loops_by_source_line(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (trace / "train_call.hlo.txt").exists()
-    out = subprocess.run([sys.executable, "scripts/profile_summary.py", str(trace), "--json", str(tmp_path / "s.json"),
-                          "--top", "50"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-m", "podrl", "profile-summary", str(trace), "--json",
+                          str(tmp_path / "s.json"), "--top", "50"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["thunks"] > 1000
