@@ -67,7 +67,7 @@ def test_thunk_paths_follow_nested_loops_and_branches():
     paths, labels = thunk_paths(text), loop_labels(text)
     # XLA:CPU may wrap a loop in a call carrying the same metadata; the summary merges them by label
     nests = {tuple(dict.fromkeys(labels[op] for op in p)) for p in paths.values()}
-    line = "tests/test_profile.py:"
+    line = "tests/run/test_profile.py:"
     loops = [n for n in nests if n and all(line in part and part.endswith("while)") for part in n)]
     assert max(map(len, loops)) == 2  # the inner scan's thunks sit inside both loops
     inner = next(n for n in loops if len(n) == 2)
