@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
+import re
 import sys
 from typing import Any, Callable, NamedTuple
 
@@ -48,10 +50,40 @@ def registered() -> list[str]:
 def import_user_module(module_name: str) -> Any:
     """Imports the module of a user's `module:attr` env, the current folder importable as `python -m`
     makes it (so `--env my_envs:Chain` finds `./my_envs.py`, in this process and in spawned workers)."""
+    _importable_cwd()
+    return importlib.import_module(module_name)
+
+
+def _importable_cwd() -> None:
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
-    return importlib.import_module(module_name)
+
+
+def renamed_env(name: str) -> str | None:
+    """The name of today for an env that names one of podrl's own modules by its path from before
+    podrl's envs/ installed as `podrl.envs` (`envs.tiny:MatchSign` -> `podrl.envs.tiny:MatchSign`,
+    `dm_env:envs.x:make` -> `dm_env:podrl.envs.x:make`); None for any other name, and for a user's
+    own importable `envs.<module>` (from the current folder, as `--env` resolves it)."""
+    match = re.fullmatch(r"(\w+:)?envs\.([\w.]+)(:.+)", name)
+    if match is None:
+        return None
+    prefix, module, attr = match.groups()
+    ours = _origin(f"podrl.envs.{module}")
+    if ours is None:
+        return None
+    _importable_cwd()
+    theirs = _origin(f"envs.{module}")  # podrl's own folder when run from its checkout: the same file
+    return f"{prefix or ''}podrl.envs.{module}{attr}" if theirs in (None, ours) else None
+
+
+def _origin(module: str) -> str | None:
+    """The real path of `module`'s file, or None when it cannot be found."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    return os.path.realpath(spec.origin) if spec is not None and spec.origin else None
 
 
 def _import(path: str) -> Callable[..., Any]:

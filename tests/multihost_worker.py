@@ -1,4 +1,4 @@
-"""One process of a multi-process test run (started by scripts/launch_local.py).
+"""One process of a multi-process test run (started by `podrl launch`).
 
 Trains an Anakin or Sebulba run of `--agent` (default ppo) with the README's
 multi-process settings and every other field at its default (evaluation included),
@@ -13,8 +13,6 @@ import argparse
 import dataclasses
 import os
 import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def main() -> None:

@@ -10,8 +10,9 @@ earlier one wrote, e.g. `--resume runs/long`). Before running anything it checks
 that every relative link of those pages (`[text](path)`) names a file or folder
 that exists; a broken link fails the check.
 
-Shortening: every training command (also behind `launch_local.py ... --`, and
-`reproduce.py`, whose flags after its own `--` go to the training script) gets
+Shortening: every training command (`podrl anakin`, `podrl sebulba` or their scripts, also
+behind `podrl launch ... --`, and `podrl reproduce`, whose flags after its own `--` go to the
+training command) gets
 its `--total-steps` divided by `--scale` but at least `--default-steps` (which
 it gets when it gives none and does not resume), and
 `--checkpoint.stop-after-updates` / `--checkpoint.every-updates` are divided
@@ -45,6 +46,8 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_PREFIXES = ("python3 -m venv", "pip ", "gcloud ", "srun ", "tensorboard ", "#")
 TRAIN_SCRIPTS = ("scripts/train_anakin.py", "scripts/train_sebulba.py", "scripts/reproduce.py")
+TRAIN_SUBCOMMANDS = ("anakin", "sebulba", "reproduce")
+"""`podrl <subcommand>`s that train (the same as TRAIN_SCRIPTS)."""
 BENCH_SCRIPTS = ("scripts/bench_anakin.py", "scripts/bench_sebulba.py", "scripts/bench_scaling.py",
                  "scripts/bench_peers.py", "scripts/bench_minatar.py", "scripts/bench_peer_programs.py")
 
@@ -171,7 +174,7 @@ def shorten(argv: list[str], scale: int, default_steps: int) -> list[str]:
     """The command with its step counts shortened (see the module docstring)."""
     argv = list(argv)
     for i, arg in enumerate(argv):
-        if arg in TRAIN_SCRIPTS:
+        if arg in TRAIN_SCRIPTS or (arg in TRAIN_SUBCOMMANDS and i > 0 and argv[i - 1] == "podrl"):
             end = argv.index("--", i) if "--" in argv[i:] else len(argv)
             argv[i + 1:end] = _shorten_training(argv[i + 1:end], scale, default_steps)
             break
@@ -213,7 +216,8 @@ def run_one(command: Command, cwd: Path, scale: int, default_steps: int, timeout
     argv = shorten(argv, scale, default_steps)
     if argv[0] == "python":
         argv[0] = sys.executable
-    env = {**os.environ, **env_words, "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])  # `podrl` beside python
+    env = {**os.environ, **env_words, "PYTHONPATH": str(ROOT), "PATH": path}
     ran = " ".join(shlex.quote(a) for a in argv)
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -47,7 +47,7 @@ class AnakinProgram:
     def start(self, state: AnakinState, start: int, limit: int, compile_seconds: float) -> list[str]:
         config, compiled = self.config, self.compiled
         self.limit = limit
-        if config.logging.profile and jax.process_index() == 0:  # names the trace's loops (scripts/profile_summary.py)
+        if config.logging.profile and jax.process_index() == 0:  # names the trace's loops (podrl profile-summary)
             write_program_text(config.logging.profile, compiled.program_text())
         what = f"a population of {config.population}" if config.population else f"{config.num_seeds} seed(s)"
         return [f"{config.env}: {what} x {config.num_envs} envs on {compiled.rows} x {compiled.num_shards} "

@@ -16,7 +16,7 @@ The layers, each overriding the one before:
      (a preset is refused there: the checkpoint's config is the run's);
   4. the flags given (`podrl.cli.flags` groups them; run flags may come before or
      after `agent:<name>`).
-`scripts/evaluate.py` (`podrl.cli.policy`) and `scripts/reproduce.py` read checkpoints and
+`podrl evaluate` (`podrl.cli.policy`) and `podrl reproduce` read checkpoints and
 presets through the same functions (`saved_experiment`, `preset_experiment`).
 """
 
@@ -69,7 +69,7 @@ def parse_env(text: str) -> EnvRef:
 
 @dataclasses.dataclass(frozen=True)
 class Experiment:
-    """One training run, resolved (see the module doc); what the training scripts train and save."""
+    """One training run, resolved (see the module doc); what the training commands train and save."""
 
     run: RunConfig
     """The layout's run config (`AnakinConfig` or `SebulbaConfig`)."""
@@ -131,7 +131,7 @@ def _replace(config: Any, fields: Mapping[str, Any], prefix: str) -> Any:
 
 
 def preset_experiment(layout: str, name: str) -> Experiment:
-    """The experiment of preset `name` (`podrl.cli.presets`) for `layout`'s training script.
+    """The experiment of preset `name` (`podrl.cli.presets`) for `layout`'s training command.
 
     ConfigError("preset") for an unknown preset or one of the other layout; an invalid
     value is the field's own ConfigError.
@@ -141,8 +141,8 @@ def preset_experiment(layout: str, name: str) -> Experiment:
 
     preset = presets.get(name)
     if preset.layout != layout:
-        script = f"scripts/train_{preset.layout}.py"
-        raise ConfigError("preset", f"{preset.name!r} belongs to the {preset.layout} layout; run it with {script}")
+        raise ConfigError("preset", f"{preset.name!r} belongs to the {preset.layout} layout; run it with "
+                                    f"`podrl {preset.layout}` (scripts/train_{preset.layout}.py)")
     run = _replace(layout_config(layout)(), preset.run, "run.")
     agent = _replace(AGENTS[preset.agent].config(), preset.agent_fields, "agent.")
     return Experiment(run=run, agent=agent, preset=preset.name)
@@ -167,7 +167,7 @@ def saved_experiment(saved: Mapping[str, Any], where: str, layout: str | None = 
     from podrl.run.config_json import config_from_json
 
     if layout is not None and saved.get("layout") != layout:
-        raise ConfigError("resume", f"{where} holds a {saved.get('layout')!r} checkpoint; this script trains "
+        raise ConfigError("resume", f"{where} holds a {saved.get('layout')!r} checkpoint; this command trains "
                                     f"with the {layout!r} layout")
     run = config_from_json(layout_config(saved.get("layout")), saved["run"], "run.")
     return Experiment(run=run, agent=saved_agent(saved, where))
@@ -200,7 +200,7 @@ def agent_name(agent: AgentConfig) -> str:
 
 
 def resolve(layout: str, argv: Sequence[str], before_resume: Any = None) -> Experiment:
-    """The experiment `argv` describes for `layout`'s training script (see the module doc).
+    """The experiment `argv` describes for `layout`'s training command (see the module doc).
 
     `before_resume(experiment)`, when given, runs after the flags are parsed and
     before a checkpoint is read (the CLI sets up JAX devices there).

@@ -85,7 +85,7 @@ def _run_fields(config_type: type) -> tuple[str, ...]:
 
 @functools.cache
 def flags_type(layout: str) -> type:
-    """The dataclass tyro parses for `layout`'s training script (see the module doc)."""
+    """The dataclass tyro parses for `layout`'s training command (see the module doc)."""
     from podrl.agents import AGENTS
 
     config_type = layout_config(layout)
@@ -194,7 +194,7 @@ def parse_flags(layout: str, argv: Sequence[str], defaults: Any) -> Any:
 
 DESCRIPTIONS = {"anakin": "Train an agent with the Anakin layout on a JAX environment.",
                 "sebulba": "Train an agent with the Sebulba layout on host environments."}
-"""The first line of each training script's --help."""
+"""The first line of each training command's --help."""
 
 DEBUG_HELP = ("Errors you can fix (a flag, a config value, your env, a missing extra) print one message and "
               "exit with status 2; add --debug (or set PODRL_DEBUG=1) to see the full traceback too.")

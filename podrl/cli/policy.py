@@ -6,7 +6,7 @@ restore one seed's params, and run greedy episodes on a JAX or host env.
     agent, params = load_policy(config, checkpointer, step, env.spec, seed_index=0)
     result = run_episodes(agent, params, env, episodes=32, seed=0, max_steps=1000)
 
-The agent is found through the registry (`agents.AGENTS`, by the saved
+The agent is found through the registry (`podrl.agents.AGENTS`, by the saved
 `agent_type`); nothing here names a specific agent. Problems a user can fix
 (bad path, corrupted checkpoint, wrong env) raise `PolicyError` with a one-line message.
 """
@@ -219,13 +219,13 @@ def run_episodes(agent, params, env: EvalEnv, episodes: int, seed: int, max_step
         host.close()
 
 
-# ---------------------------------------------------------------- scripts/evaluate.py
+# ---------------------------------------------------------------- podrl evaluate
 
 
 def evaluate_checkpoint(checkpoint: str, step: int | None = None, env: str | None = None, backend: str = "auto",
                         episodes: int = 32, seed: int = 0, seed_index: int = 0, max_steps: int | None = None,
                         video: str | None = None) -> dict[str, Any]:
-    """Greedy episodes of the policy in `checkpoint` (see `scripts/evaluate.py` for each argument);
+    """Greedy episodes of the policy in `checkpoint` (see `podrl.cli.evaluate` for each argument);
     returns the JSON-able summary (mean, std, min, max, returns, ...)."""
     if episodes < 1:
         raise PolicyError(f"--episodes must be positive, got {episodes}")

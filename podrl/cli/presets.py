@@ -1,9 +1,9 @@
 """Named configs with known-good hyperparameters, and the published figures they are checked against.
 
 A `Preset` is a layout, an agent and the fields that differ from their defaults, with the
-paper or peer implementation the values come from. The training scripts take
+paper or peer implementation the values come from. The training commands take
 `--preset NAME`; every field stays overridable by its own flag (the preset only changes the
-defaults). `scripts/reproduce.py` runs a preset over seeds and sets the result beside the
+defaults). `podrl reproduce` runs a preset over seeds and sets the result beside the
 preset's `anchors`: returns a published source reports for that benchmark at its budget.
 
 Values are plain field names and values (nothing imported from the agents), so this table
@@ -28,7 +28,7 @@ class Preset(NamedTuple):
     """One named config (see the module doc)."""
 
     name: str
-    layout: str  # "anakin" or "sebulba": the training script that runs it
+    layout: str  # "anakin" or "sebulba": the training command that runs it (`podrl <layout>`)
     agent: str  # a key of agents.AGENTS
     summary: str  # one line for --help
     source: str  # where the hyperparameters come from
@@ -230,10 +230,10 @@ def get(name: str) -> Preset:
 
 
 def help_text(layout: str) -> str:
-    """The `--preset` part of a training script's --help: the presets of `layout`, one line each."""
+    """The `--preset` part of a training command's --help: the presets of `layout`, one line each."""
     lines = [f"  {p.name}: {p.summary}" for p in PRESETS.values() if p.layout == layout]
     others = {p.layout for p in PRESETS.values()} - {layout}
-    elsewhere = [f"{other.capitalize()} presets (scripts/train_{other}.py): "
+    elsewhere = [f"{other.capitalize()} presets (podrl {other}): "
                  + ", ".join(p.name for p in PRESETS.values() if p.layout == other) + "." for other in sorted(others)]
     return "\n".join(["Presets (--preset NAME; every field stays overridable):", *lines, *elsewhere])
 

@@ -1,8 +1,18 @@
-"""The training CLIs (`scripts/train_anakin.py`, `scripts/train_sebulba.py`): resolve, set up, train, report.
+"""The training commands (`podrl anakin`, `podrl sebulba`; `scripts/train_<layout>.py` launch them):
+resolve, set up, train, report.
 
-    python scripts/train_anakin.py --preset minatar-ppo --num-envs 32 agent:ppo --agent.learning-rate 1e-3
+    podrl anakin                                            # PPO, CartPole-v1, all local devices
+    podrl anakin --preset minatar-ppo --num-envs 32 agent:ppo --agent.learning-rate 1e-3
+    podrl anakin --num-seeds 8 --cpu-devices 2              # 8 seeds on a 2-device CPU mesh
+    podrl anakin --cpu-devices 8 --num-envs 8 --population 8 --population-shards 2 \
+        --sweep agent.learning_rate=loguniform:1e-4:3e-3 agent.entropy_coef=0.0,0.01   # a sweep, 2 x 4 mesh
+    podrl anakin --env my_pkg.my_env:MyEnv                  # your own JaxEnv class
+    podrl sebulba --cpu-devices 3                           # PPO, gymnasium CartPole-v1
+    podrl sebulba --env ale:Pong --envs-per-thread 16 --lag 1 agent:impala --agent.torso nature_cnn
+    podrl sebulba --env dm_env:my_pkg.envs:make_env         # a dm_env.Environment factory
+    podrl sebulba --env my_pkg.envs:make_env                # gymnasium / dm_env / vector env factory
 
-`main(layout)` resolves the experiment (`podrl.cli.experiment.resolve`), splits the CPU
+`run_cli(layout)` resolves the experiment (`podrl.cli.experiment.resolve`), splits the CPU
 into `--cpu-devices` JAX devices and joins the multi-process group before a checkpoint
 is read, then trains. A `UserInputError` (invalid config, unknown env, unsupported
 space, an env that breaks its spec, a missing extra, an unreadable checkpoint) exits 2
@@ -84,8 +94,3 @@ def importable_cwd() -> None:
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
-
-
-def main(layout: str) -> int:
-    """The entry point of `scripts/train_<layout>.py`."""
-    return run_cli(layout)

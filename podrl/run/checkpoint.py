@@ -4,7 +4,7 @@ A checkpoint is one orbax step directory holding four items:
   "state"   the layout's full state pytree (Anakin: train state, env states,
             keys; Sebulba: the learner's train state and keys), PRNG keys stored
             as their raw key data;
-  "params"  the params alone, so `scripts/evaluate.py` can load them without
+  "params"  the params alone, so `podrl evaluate` can load them without
             rebuilding the training state;
   "config"  the resolved run config as JSON (layout, run, agent type, agent);
   "digest"  a sha256 of every array this process can read in full, checked on
@@ -20,8 +20,10 @@ No pickle anywhere: arrays go through tensorstore, the config through JSON.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
+import sys
 from typing import Any, NamedTuple
 
 import jax
@@ -30,10 +32,29 @@ import orbax.checkpoint as ocp
 
 from podrl.run.config import CheckpointConfig
 from podrl.core.errors import ConfigError, UserInputError
+from podrl.envs.registry import renamed_env
 
 SAFE_TO_CHANGE = {"total_steps", "logging", "eval_every", "eval_episodes", "eval_max_steps", "eval_async", "checkpoint",
                   "updates_per_call", "log_every", "timeout_s", "compile_cache"}
 """Run fields that may differ between a checkpoint and the run resuming it."""
+
+
+def upgraded_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A saved config as this version reads it: a `run.env` naming podrl's own module by its old path
+    (`podrl.envs.registry.renamed_env`) renamed, with one line on stderr that says so."""
+    run = config.get("run")
+    renamed = renamed_env(run["env"]) if isinstance(run, dict) and isinstance(run.get("env"), str) else None
+    if renamed is None:
+        return config
+    _say_renamed(run["env"], renamed)
+    return {**config, "run": {**run, "env": renamed}}
+
+
+@functools.cache
+def _say_renamed(old: str, new: str) -> None:
+    """Once per process and name (a resume reads the config more than once)."""
+    print(f"note: the checkpoint's env {old!r} is podrl's own module by its old path; read as {new!r}",
+          file=sys.stderr)
 
 
 def checkpoint_dir(config: CheckpointConfig, run_dir: str | None) -> str | None:
@@ -125,7 +146,8 @@ class Checkpointer:
         return self.manager.latest_step()
 
     def read_config(self, step: int | None = None) -> dict[str, Any]:
-        return self._restore("config", ocp.args.JsonRestore(), step)
+        """The config saved with `step` (default: the latest), as this version reads it (`upgraded_config`)."""
+        return upgraded_config(self._restore("config", ocp.args.JsonRestore(), step))
 
     def restore_state(self, like: Any, step: int | None = None) -> Any:
         """The saved state, laid out (shapes, dtypes, shardings) like `like`; digest-checked."""

@@ -1,8 +1,8 @@
-"""scripts/evaluate.py: a checkpoint's greedy policy scores what it scores in-process.
+"""`podrl evaluate` (podrl/cli/evaluate.py): a checkpoint's greedy policy scores what it scores in-process.
 
 One tiny Anakin PPO run (CartPole-v1, 2 seeds, 3 updates: a half-trained policy
 whose episode returns differ from episode to episode and from seed to seed, so a
-wrong seed index or wrong params shows) writes a checkpoint; the script runs on
+wrong seed index or wrong params shows) writes a checkpoint; the command runs on
 it as a subprocess and must print the returns that the same params give when
 evaluated here with the same keys / host env seed.
 """
@@ -34,7 +34,6 @@ from podrl.run.evaluation import evaluate_greedy, evaluate_host_greedy
 from untrained import sebulba_initial_params
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "evaluate.py"
 AGENT = PPOConfig(num_minibatches=2)
 
 
@@ -52,9 +51,9 @@ def trained(tmp_path_factory):
     return result
 
 
-def run_script(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT)
+def run_evaluate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "podrl", "evaluate", *args], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
 
 
 def seed_params(result, index: int):
@@ -68,7 +67,7 @@ def cartpole_agent():
 def test_default_env_matches_in_process_evaluation(trained, tmp_path):
     """Run folder in, JSON out; seed index 1; --video degrades (no pygame here) or writes a file."""
     video_dir = tmp_path / "video"
-    done = run_script(trained.run_dir, "--seed-index", "1", "--episodes", "16", "--seed", "3", "--json",
+    done = run_evaluate(trained.run_dir, "--seed-index", "1", "--episodes", "16", "--seed", "3", "--json",
                       "--video", str(video_dir))
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
@@ -93,7 +92,7 @@ def test_default_env_matches_in_process_evaluation(trained, tmp_path):
 
 def test_host_env_matches_in_process_host_evaluation(trained):
     """--env jax:CartPole-v1: the JAX env on the host through make_host_env; text output."""
-    done = run_script(os.path.join(trained.run_dir, "checkpoints"), "--env", "jax:CartPole-v1", "--episodes", "8")
+    done = run_evaluate(os.path.join(trained.run_dir, "checkpoints"), "--env", "jax:CartPole-v1", "--episodes", "8")
     assert done.returncode == 0, done.stderr
     match = re.search(r"jax:CartPole-v1 \(host\), checkpoint step 3: greedy return ([\d.]+) ± ([\d.]+) over 8 episodes",
                       done.stdout)
@@ -107,12 +106,12 @@ def test_host_env_matches_in_process_host_evaluation(trained):
 
 def test_missing_checkpoint_exits_2_naming_the_path(tmp_path):
     missing = tmp_path / "no_such_run"
-    done = run_script(str(missing))
+    done = run_evaluate(str(missing))
     assert done.returncode == 2
     assert f"no checkpoint folder at '{missing}'" in done.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
-    done = run_script(str(empty))
+    done = run_evaluate(str(empty))
     assert done.returncode == 2
     assert f"no complete checkpoint in '{empty}'" in done.stderr
 
@@ -125,7 +124,7 @@ def test_corrupted_checkpoint_exits_2_naming_the_path(trained, tmp_path):
     for path in data:  # truncate every params data file to half its size
         with open(path, "r+b") as f:
             f.truncate(os.path.getsize(path) // 2)
-    done = run_script(str(copy), "--json")
+    done = run_evaluate(str(copy), "--json")
     assert done.returncode == 2, done.stdout
     assert f"cannot restore the params of step 3 in '{copy}'" in done.stderr
     assert done.stdout == ""
@@ -156,15 +155,11 @@ class SquareEnv(gymnasium.Env):
 
 
 @pytest.fixture
-def evaluate_module(monkeypatch):
-    """scripts/evaluate.py imported in-process (for the cases that need no fresh interpreter)."""
-    import importlib.util
+def evaluate_module():
+    """`podrl evaluate` in-process (for the cases that need no fresh interpreter)."""
+    from podrl.cli import evaluate
 
-    spec = importlib.util.spec_from_file_location("evaluate_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "evaluate_script", module)  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return evaluate
 
 
 def test_sebulba_checkpoint_and_step_selection(evaluate_module, trained, tmp_path, capsys):
@@ -225,14 +220,14 @@ def test_video_falls_back_to_frames_when_moviepy_is_missing(trained, tmp_path, m
 
 
 def test_impala_checkpoint_matches_in_process_evaluation(tmp_path):
-    """An IMPALA (V-trace) run's checkpoint: the script rebuilds the IMPALA agent from the saved
+    """An IMPALA (V-trace) run's checkpoint: `podrl evaluate` rebuilds the IMPALA agent from the saved
     config and scores exactly what its params score here (not what fresh params would)."""
     from podrl.agents.impala import ImpalaConfig
 
     agent_config = ImpalaConfig(learning_rate=3e-3)
     run = dataclasses.replace(tiny_anakin_run(str(tmp_path)), num_seeds=1)
     result = train_anakin(run, agent_config)
-    done = run_script(result.run_dir, "--episodes", "16", "--seed", "5", "--json")
+    done = run_evaluate(result.run_dir, "--episodes", "16", "--seed", "5", "--json")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert (summary["layout"], summary["backend"], summary["step"]) == ("anakin", "jax", 3)
@@ -249,7 +244,7 @@ def test_impala_checkpoint_matches_in_process_evaluation(tmp_path):
 
 def test_env_with_other_spaces_is_refused_naming_both_specs(trained):
     """--env Acrobot-v1 on a CartPole checkpoint: exit 2 naming both envs' shapes, before any episode."""
-    done = run_script(trained.run_dir, "--env", "Acrobot-v1")
+    done = run_evaluate(trained.run_dir, "--env", "Acrobot-v1")
     assert done.returncode == 2, done.stdout + done.stderr
     message = done.stderr.strip().splitlines()[-1]
     for fragment in ("'Acrobot-v1'", "observation shape (6,)", "3 discrete actions", "observation shape (4,)",

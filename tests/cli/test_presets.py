@@ -1,9 +1,9 @@
-"""Presets (`podrl.cli.presets`, `--preset NAME`) and the reproduction report (`scripts/reproduce.py`).
+"""Presets (`podrl.cli.presets`, `--preset NAME`) and the reproduction report (`podrl reproduce`).
 
-Every preset must build valid configs for its layout's script (so a preset naming a field
+Every preset must build valid configs for its layout's command (so a preset naming a field
 or env that does not exist fails here, not on a user's machine); flags override a preset's
 fields; a preset for the other layout, an unknown one, or one given with `--resume` is a
-one-line error. The reproduction script's report is checked against the run's own metrics.
+one-line error. The reproduction command's report is checked against the run's own metrics.
 """
 
 from __future__ import annotations
@@ -17,17 +17,16 @@ from pathlib import Path
 import pytest
 
 from podrl.cli import presets
+from podrl.cli.experiment import preset_experiment
+from podrl.cli.train import run_cli
+from podrl.reports import reproduce
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import reproduce  # noqa: E402
-from podrl.cli.train import run_cli  # noqa: E402
-from podrl.cli.experiment import preset_experiment  # noqa: E402
+REPRODUCE = [sys.executable, "-m", "podrl", "reproduce"]
 
 
 def parse(layout: str, *argv: str):
-    """The args the training script would train with (nothing is trained)."""
+    """The args the training command would train with (nothing is trained)."""
     seen = []
     assert run_cli(layout, seen.append, list(argv)) == 0
     return seen[0]
@@ -79,7 +78,7 @@ def test_presets_are_listed_by_help():
 
 
 @pytest.mark.parametrize("argv, fragment", [
-    (["scripts/train_anakin.py", "--preset", "atari-ppo"], "run it with scripts/train_sebulba.py"),
+    (["scripts/train_anakin.py", "--preset", "atari-ppo"], "run it with `podrl sebulba` (scripts/train_sebulba.py)"),
     (["scripts/train_anakin.py", "--preset", "cartpole-ppo", "--resume", "runs/nowhere"], "preset: a resumed run"),
 ])
 def test_a_wrong_preset_is_a_one_line_error(argv, fragment):
@@ -98,7 +97,7 @@ def test_an_unknown_preset_names_the_known_ones():
 def test_reproduce_writes_a_report_that_matches_the_run(tmp_path):
     out = tmp_path / "report"
     done = subprocess.run(
-        [sys.executable, "scripts/reproduce.py", "cartpole-ppo", "--seeds", "2", "--total-steps", "8192",
+        [*REPRODUCE, "cartpole-ppo", "--seeds", "2", "--total-steps", "8192",
          "--out", str(out), "--runs-dir", str(tmp_path / "runs"), "--",
          "--updates-per-call", "4", "--eval-every", "1", "--eval-episodes", "4", "--num-devices", "1"],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -117,31 +116,31 @@ def test_reproduce_writes_a_report_that_matches_the_run(tmp_path):
     assert "CPU threads" in text and (out / "CartPole-v1.png").stat().st_size > 5000
 
     # A run that ended before its own greedy eval (`--stop-after-s`): `--report-only` rebuilds the
-    # report from the folder and takes that seed's eval from `scripts/evaluate.py` on its checkpoint.
+    # report from the folder and takes that seed's eval from `podrl evaluate` on its checkpoint.
     saved["envs"][0]["eval_return"][1] = math.nan
     (out / "results.json").write_text(json.dumps(saved))
     (out / "README.md").unlink()
     (out / "CartPole-v1.png").unlink()
-    again = subprocess.run([sys.executable, "scripts/reproduce.py", "cartpole-ppo", "--out", str(out),
+    again = subprocess.run([*REPRODUCE, "cartpole-ppo", "--out", str(out),
                             "--report-only", "--eval-episodes", "3"], cwd=ROOT, capture_output=True, text=True,
                            timeout=300)
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     rebuilt = json.loads((out / "results.json").read_text())["envs"][0]
     assert rebuilt["eval_return"][0] == results[0]["eval_return"][0]  # seed 0 had its own: kept, not re-run
     assert 1.0 <= rebuilt["eval_return"][1] <= 500.0  # CartPole: 1 per step
-    evaluate = [c for c in rebuilt["commands"] if "scripts/evaluate.py" in c]
+    evaluate = [c for c in rebuilt["commands"] if c.startswith("podrl evaluate ")]
     assert len(evaluate) == 1 and "--episodes 3" in evaluate[0] and "--seed-index 1" in evaluate[0]
     text = (out / "README.md").read_text()
     assert "rebuilt from its results by `--report-only`" in text and evaluate[0] in text
     assert "| CartPole-v1 | 2 | 8,192 |" in text and "--preset cartpole-ppo" in text
     assert (out / "CartPole-v1.png").stat().st_size > 5000
-    wrong = subprocess.run([sys.executable, "scripts/reproduce.py", "minatar-ppo", "--out", str(out),
+    wrong = subprocess.run([*REPRODUCE, "minatar-ppo", "--out", str(out),
                             "--report-only"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert wrong.returncode != 0 and "not by preset minatar-ppo" in wrong.stderr
 
     # `--continue`: the runs resume from their checkpoints (8,192 steps) to a larger total, and the
     # report covers the whole runs; the stale evaluation of the earlier checkpoint is dropped.
-    more = subprocess.run([sys.executable, "scripts/reproduce.py", "cartpole-ppo", "--out", str(out), "--continue",
+    more = subprocess.run([*REPRODUCE, "cartpole-ppo", "--out", str(out), "--continue",
                            "--total-steps", "12288"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert more.returncode == 0, more.stdout[-2000:] + more.stderr[-2000:]
     continued = json.loads((out / "results.json").read_text())
@@ -178,16 +177,25 @@ def test_final_return_skips_records_where_no_episode_ended():
     assert result.eval_return == [7.0, 8.0]
 
 
+COMMANDS = {
+    "podrl": ["podrl sebulba --preset atari-impala --total-steps 5000000 --seed 0",
+              "podrl sebulba --resume runs/x --total-steps 8000000", "podrl evaluate runs/x --total-steps 1"],
+    "scripts": ["python scripts/train_sebulba.py --preset atari-impala --total-steps 5000000 --seed 0",
+                "python scripts/train_sebulba.py --resume runs/x --total-steps 8000000",
+                "python scripts/evaluate.py runs/x --total-steps 1"],  # an older report's commands
+}
+
+
+@pytest.mark.parametrize("form", sorted(COMMANDS))
 @pytest.mark.parametrize("steps, said", [
     (8_000_000, "every run reached the total its command asked for"),
     (6_000_000, "the budget cut short the runs of ale:Pong"),
 ])
-def test_report_says_whether_the_wall_clock_budget_cut_a_run_short(steps, said):
+def test_report_says_whether_the_wall_clock_budget_cut_a_run_short(steps, said, form):
     """A run that reached its `--total-steps` inside its `--stop-after-s` was not cut short; the
-    asked total is the last training command's (a continuation's), not the first's or the preset's."""
-    commands = ["python scripts/train_sebulba.py --preset atari-impala --total-steps 5000000 --seed 0",
-                "python scripts/train_sebulba.py --resume runs/x --total-steps 8000000",
-                "python scripts/evaluate.py runs/x --total-steps 1"]
+    asked total is the last training command's (a continuation's), not the first's, the evaluation's
+    or the preset's."""
+    commands = COMMANDS[form]
     result = reproduce.EnvResult("ale:Pong", 1, steps, [1.0], [2.0], 60.0, 900.0, commands)
     invocation = {"argv": ["atari-impala"], "date": "2026-12-02", "machine": "m", "stop_after_s": 9000.0}
     text = reproduce.report(presets.get("atari-impala"), [result], invocation)

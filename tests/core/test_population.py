@@ -187,7 +187,6 @@ def test_plot_draws_population_lineage(tmp_path):
     import json
     import subprocess
     import sys
-    from pathlib import Path
 
     run = tmp_path / "pop_run"
     run.mkdir()
@@ -201,10 +200,9 @@ def test_plot_draws_population_lineage(tmp_path):
                         "pbt/hp/learning_rate": [2.4e-3, 3e-4, 1e-3, 3e-3]})
         records.append(rec)
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    script = Path(__file__).resolve().parents[2] / "scripts" / "plot.py"
     out = tmp_path / "plots"
-    result = subprocess.run([sys.executable, str(script), str(run), "--out", str(out)], capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-m", "podrl", "plot", str(run), "--out", str(out)],
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     figure = out / "population_pop_run.png"
     assert figure.is_file() and figure.stat().st_size > 15_000 and str(figure) in result.stdout

@@ -215,7 +215,7 @@ def test_env_kwargs_are_checked_before_anything_compiles():
 
 
 def test_checkpoint_evaluation_builds_the_env_with_the_runs_options():
-    """scripts/evaluate.py passes a Sebulba run's saved env_kwargs (its protocol, action set) on."""
+    """`podrl evaluate` passes a Sebulba run's saved env_kwargs (its protocol, action set) on."""
     from podrl.cli.policy import resolve_env
 
     assert resolve_env("ale:Pong", "host", "sebulba").spec.action.num_values == 6

@@ -33,7 +33,7 @@ def readme_block(header: str) -> str:
 
 def readme_command(env_arg: str) -> list[str]:
     text = pages_text()
-    line = next(l for l in text.splitlines() if l.startswith("python scripts/") and env_arg in l)
+    line = next(l for l in text.splitlines() if l.startswith("podrl ") and env_arg in l)
     return line.split()
 
 
@@ -53,7 +53,7 @@ def test_readme_user_env_trains_with_one_command(tmp_path, monkeypatch, module, 
     initial = sebulba_initial_return(PPOConfig(), env_arg, seed=0, episodes=16, max_steps=100)
     assert initial <= untrained_at_most, initial
     command = readme_command(env_arg)
-    command = [sys.executable, str(ROOT / command[1]), *command[2:], "--cpu-devices", "2",
+    command = [sys.executable, "-m", "podrl", *command[1:], "--cpu-devices", "2",
                "--logging.run-dir", str(tmp_path / "runs"), "--logging.run-name", "r", "--eval-episodes", "8"]
     pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=280,

@@ -1,14 +1,12 @@
-"""scripts/aggregate_scores.py: IQM, optimality gap and the stratified bootstrap (Agarwal et al. 2021)."""
+"""podrl.reports.aggregate (`podrl aggregate`): IQM, optimality gap and the stratified bootstrap (Agarwal et al. 2021)."""
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import aggregate_scores as agg  # noqa: E402
+from podrl.reports import aggregate as agg
+from podrl.reports import report as reproduce_report
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
@@ -56,7 +54,6 @@ def test_report_lines_normalize_by_the_published_return_and_skip_missing_evals()
 
 
 def test_a_multi_seed_report_has_the_aggregate_a_one_seed_report_has_none():
-    import reproduce_report
     from podrl.cli import presets
 
     preset = presets.get("minatar-ppo")
@@ -69,3 +66,38 @@ def test_a_multi_seed_report_has_the_aggregate_a_one_seed_report_has_none():
     assert "A note from results.json." in text and "SPS: the median over the run's records" in text
     one = [r._replace(seeds=1, final_return=[14.0], eval_return=[17.0]) for r in three]
     assert "Aggregate" not in reproduce_report.report(preset, one, invocation)
+
+
+def write_report(folder, argv: list[str], envs: list[tuple[str, list[float], list[float]]]):
+    """A `podrl reproduce` folder's results.json: the invocation and one row per (env, final, eval)."""
+    import json
+
+    folder.mkdir()
+    rows = [reproduce_report.EnvResult(env, len(final), 1000, final, evals, 60.0, 900.0, [])._asdict()
+            for env, final, evals in envs]
+    (folder / "results.json").write_text(json.dumps({"argv": argv, "date": "d", "machine": "m", "envs": rows}))
+    return str(folder)
+
+
+def test_the_aggregate_command_pools_the_games_of_several_reports(tmp_path, capsys):
+    """Breakout (published 28) and Freeway (58) from two minatar-ppo reports: the same numbers as
+    the A / B case above, each game normalized by its own preset anchor; a one-seed env is left out."""
+    a = write_report(tmp_path / "a", ["--seeds", "2", "minatar-ppo"],
+                     [("gymnax:Breakout-MinAtar", [14.0, 28.0], [14.0, math.nan])])
+    b = write_report(tmp_path / "b", ["minatar-ppo", "--seeds", "2"],
+                     [("gymnax:Freeway-MinAtar", [29.0, 29.0], [29.0, 29.0]),
+                      ("gymnax:Asterix-MinAtar", [1.0], [1.0])])
+    assert agg.main([a, b]) == 0
+    text = capsys.readouterr().out
+    assert "2 seeds x 2 game(s) (gymnax:Breakout-MinAtar, gymnax:Freeway-MinAtar)" in text
+    assert "| final return | 0.50 [0.50, 0.75] | 0.38 [0.25, 0.50] |" in text
+    assert "| greedy eval | n/a" in text
+
+    assert agg.main([a, a]) == 2
+    assert "share an env: gymnax:Breakout-MinAtar, gymnax:Breakout-MinAtar" in capsys.readouterr().err
+    one = write_report(tmp_path / "one", ["minatar-ppo"], [("gymnax:Asterix-MinAtar", [1.0], [1.0])])
+    assert agg.main([one]) == 2
+    assert "no env with more than one seed and a published return" in capsys.readouterr().err
+    unknown = write_report(tmp_path / "unknown", ["no-such-preset"], [("gymnax:Asterix-MinAtar", [1.0], [1.0])])
+    assert agg.main([unknown]) == 2
+    assert "names no preset" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""scripts/plot.py: synthetic run directories (single- and multi-seed) -> PNG files; the error case."""
+"""podrl.reports.plot (`podrl plot`): synthetic run directories (single- and multi-seed) -> PNG files; the error case."""
 
 import json
 import subprocess
@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "plot.py"
+from podrl.reports import plot
+from podrl.reports import report as reproduce_report
+
+PODRL = [sys.executable, "-m", "podrl"]
 FIGURES = ("return_vs_steps.png", "return_vs_wall_time.png", "sps_vs_steps.png")
 
 
@@ -47,7 +50,7 @@ def multi_seed_run(path: Path) -> Path:
 
 
 def run_plot(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([*PODRL, "plot", *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.timeout(150)
@@ -78,15 +81,13 @@ def test_plots_single_and_multi_seed_runs(tmp_path):
 
 @pytest.mark.timeout(150)
 def test_multi_seed_series_has_a_min_max_band():
-    sys.path.insert(0, str(SCRIPT.parent))
-    from plot import series
 
     records = [{"step": 1, "r": 2.0, "r_per_seed": [1.0, None, 3.0]}, {"step": 2, "r": None},
                {"step": 3, "r": 5.0, "r_per_seed": [4.0, 5.0, 6.0]}]
-    s = series(records, "step", "r")
+    s = plot.series(records, "step", "r")
     assert s.x == [1.0, 3.0] and s.mean == [2.0, 5.0]
     assert s.low == [1.0, 4.0] and s.high == [3.0, 6.0]
-    assert series([{"step": 1, "r": 2.0}], "step", "r").low is None  # one seed: no band
+    assert plot.series([{"step": 1, "r": 2.0}], "step", "r").low is None  # one seed: no band
 
 
 @pytest.mark.timeout(150)
@@ -118,8 +119,6 @@ def _captured_figures(monkeypatch):
 def test_a_run_with_one_record_is_drawn_with_markers_and_a_warning(tmp_path, monkeypatch, capsys):
     """A run shorter than its logging interval has one record per curve: a line without markers
     draws nothing at all (an empty PNG), so every short curve has markers and a warning."""
-    sys.path.insert(0, str(SCRIPT.parent))
-    import plot
 
     run = write_run(tmp_path / "short", [{"step": 2048, "wall_time": 1.0, "sps": 900.0, "episode_return": 12.0,
                                           "eval_return": 20.0}])
@@ -134,8 +133,6 @@ def test_a_run_with_one_record_is_drawn_with_markers_and_a_warning(tmp_path, mon
 
 @pytest.mark.timeout(150)
 def test_the_legend_sits_below_the_axes_and_leaves_the_y_label_in_the_figure(tmp_path, monkeypatch):
-    sys.path.insert(0, str(SCRIPT.parent))
-    import plot
 
     runs = [single_seed_run(tmp_path / "a_long_run_directory_name_one"),
             multi_seed_run(tmp_path / "a_long_run_directory_name_two")]
@@ -156,9 +153,6 @@ def test_the_legend_sits_below_the_axes_and_leaves_the_y_label_in_the_figure(tmp
 
 @pytest.mark.timeout(150)
 def test_a_one_seed_learning_curve_does_not_claim_a_band(tmp_path, monkeypatch):
-    sys.path.insert(0, str(SCRIPT.parent))
-    import plot
-    import reproduce_report
 
     records = [{"step": 1000 * (i + 1), "episode_return": float(i)} for i in range(5)]
     result = reproduce_report.EnvResult("ale:Pong", 1, 5000, [4.0], [4.0], 1.0, 1.0, [])

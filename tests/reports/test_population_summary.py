@@ -1,4 +1,4 @@
-"""scripts/population_summary.py: the population report's figures come from its records."""
+"""podrl.reports.population (`podrl population-summary`): the population report's figures come from its records."""
 
 import subprocess
 import sys
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from podrl.reports import population as ps
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-import population_summary as ps  # noqa: E402
 
 REPORT = ROOT / "docs" / "results" / "pbt-acrobot"
 
@@ -58,7 +58,7 @@ def test_the_committed_pbt_report_says_what_its_records_say():
 def test_the_command_rewrites_a_readme(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text(f"# r\n{ps.BEGIN}\n{ps.END}\n")
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "population_summary.py"),
+    done = subprocess.run([sys.executable, "-m", "podrl", "population-summary",
                            str(REPORT / "metrics-pbt.jsonl"), "--labels", "PBT", "--readme", str(readme)],
                           capture_output=True, text=True, timeout=100)
     assert done.returncode == 0, done.stderr

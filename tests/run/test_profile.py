@@ -34,8 +34,9 @@ def test_profile_summary_names_the_loops_by_source_line(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (trace / "train_call.hlo.txt").exists()
-    out = subprocess.run([sys.executable, "scripts/profile_summary.py", str(trace), "--json", str(tmp_path / "s.json"),
-                          "--top", "50"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-m", "podrl", "profile-summary", str(trace), "--json",
+                          str(tmp_path / "s.json"), "--top", "50"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["thunks"] > 1000
@@ -66,7 +67,7 @@ def test_thunk_paths_follow_nested_loops_and_branches():
     paths, labels = thunk_paths(text), loop_labels(text)
     # XLA:CPU may wrap a loop in a call carrying the same metadata; the summary merges them by label
     nests = {tuple(dict.fromkeys(labels[op] for op in p)) for p in paths.values()}
-    line = "tests/test_profile.py:"
+    line = "tests/run/test_profile.py:"
     loops = [n for n in nests if n and all(line in part and part.endswith("while)") for part in n)]
     assert max(map(len, loops)) == 2  # the inner scan's thunks sit inside both loops
     inner = next(n for n in loops if len(n) == 2)

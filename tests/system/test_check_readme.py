@@ -35,9 +35,9 @@ def test_extracts_every_command_and_example_file():
     assert lines[first.line - 1].startswith(first.text.split(" --")[0]), first
     assert "class Walk" in files["my_pkg/walk.py"]
     texts = [c.text for c in commands]
-    for script in ("train_anakin.py", "train_sebulba.py", "launch_local.py", "evaluate.py", "plot.py",
-                   "bench_anakin.py"):
-        assert any(script in t for t in texts), script
+    for command in ("podrl anakin ", "podrl sebulba ", "podrl launch ", "podrl evaluate ", "podrl plot ",
+                    "podrl reproduce ", "bench_anakin.py"):
+        assert any(command in t for t in texts), command
     assert any(t.endswith("--resume runs/long") for t in texts)  # the bare resume, as written
     assert any("Ctrl-C" in c.comment for c in commands)  # the run a user interrupts before resuming it
     # continuation lines are joined into one command
@@ -99,6 +99,16 @@ def test_shortens_only_step_counts():
                     "--checkpoint.every-updates", "100", "--total-steps", "3000000"], 100, 20000)[3:8:2] == [
         "10", "1", "30000"]
     assert shorten(["python", "scripts/bench_anakin.py", "--out", "b.json"], 100, 20000)[2] == "--quick"
+    # the installed command's training subcommands, also behind `podrl launch ... --`
+    assert shorten(["podrl", "anakin", "--total-steps", "3000000", "--num-envs", "8"], 100, 20000) \
+        == ["podrl", "anakin", "--total-steps", "30000", "--num-envs", "8"]
+    assert shorten(["podrl", "reproduce", "cartpole-ppo", "--", "--num-envs", "8"], 100, 20000) \
+        == ["podrl", "reproduce", "--total-steps", "20000", "cartpole-ppo", "--", "--num-envs", "8"]
+    launched = shorten(["podrl", "launch", "--num-processes", "2", "--", "podrl", "sebulba", "--lag", "1"], 100, 20000)
+    assert launched == ["podrl", "launch", "--num-processes", "2", "--", "podrl", "sebulba", "--total-steps",
+                        "20000", "--lag", "1"]
+    assert shorten(["podrl", "evaluate", "runs/long", "--episodes", "100"], 100, 20000) \
+        == ["podrl", "evaluate", "runs/long", "--episodes", "100"]  # not a training command
     code = "config = AnakinConfig(num_seeds=4, total_steps=200_000)\nother = RunConfig(total_steps=30000000)\n"
     assert check_readme.shorten_source(code, 100, 2048) == \
         "config = AnakinConfig(num_seeds=4, total_steps=2048)\nother = RunConfig(total_steps=300000)\n"

@@ -1,4 +1,4 @@
-"""scripts/launch_local.py forwards SIGINT/SIGTERM to every process it started and leaves none behind.
+"""`podrl launch` (podrl/cli/launch.py) forwards SIGINT/SIGTERM to every process it started and leaves none behind.
 
 The launched command is a stand-in for a training script (no JAX, so the test takes
 seconds): each process notes how it found SIGINT at start (default or ignored), starts a
@@ -84,7 +84,7 @@ def test_launcher_forwards_the_signal_to_every_process_and_leaves_no_orphan(tmp_
     child.write_text(CHILD)
     start = WITH_SIGINT_IGNORED if launcher_sigint == "ignored" else [sys.executable]
     launcher = subprocess.Popen(
-        start + [str(ROOT / "scripts" / "launch_local.py"), "--num-processes", str(NUM_PROCESSES), "--",
+        start + ["-m", "podrl", "launch", "--num-processes", str(NUM_PROCESSES), "--",
                  sys.executable, str(child), str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     pids: list[int] = []

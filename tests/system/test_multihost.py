@@ -1,4 +1,4 @@
-"""Many processes through jax.distributed on 127.0.0.1, started by scripts/launch_local.py.
+"""Many processes through jax.distributed on 127.0.0.1, started by `podrl launch` (podrl/cli/launch.py).
 
 Every test here spawns real processes under a hard timeout.
 """
@@ -18,13 +18,14 @@ import jax
 import numpy as np
 import pytest
 
+from multihost_worker import anakin_config, population_config
 from podrl.core.distributed import DistributedConfig, initialize
 from podrl.core.errors import ConfigError
+from tools.check_readme import doc_paths  # README.md and docs/*.md
 
 ROOT = Path(__file__).resolve().parents[2]
-from tools.check_readme import doc_paths  # noqa: E402  (README.md and docs/*.md)
-
-LAUNCH = [sys.executable, str(ROOT / "scripts" / "launch_local.py")]
+PODRL = [sys.executable, "-m", "podrl"]
+LAUNCH = PODRL + ["launch"]
 WORKER = [sys.executable, str(ROOT / "tests" / "multihost_worker.py")]
 
 
@@ -50,8 +51,6 @@ def test_anakin_two_processes_match_one_process_with_four_devices(tmp_path, cpu_
     assert np.isfinite(eval0) and eval0 == eval1  # evaluation is one program over every process too
     assert "| eval " in result.stdout
 
-    sys.path.insert(0, str(ROOT / "tests"))
-    from multihost_worker import anakin_config
     from podrl.agents.ppo import PPOConfig
     from podrl.anakin import train_anakin
     from podrl.run.config import LoggingConfig
@@ -76,8 +75,6 @@ def test_population_rows_span_two_processes_with_pbt(tmp_path, cpu_devices):
     (p0, _, _, eval0), (p1, _, _, eval1) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
     assert eval0 == eval1
 
-    sys.path.insert(0, str(ROOT / "tests"))
-    from multihost_worker import population_config
     from podrl.agents.ppo import PPOConfig
     from podrl.anakin import train_anakin
     from podrl.run.config import LoggingConfig
@@ -148,21 +145,22 @@ def test_sebulba_muzero_two_processes_share_one_learner(tmp_path):
 
 
 def readme_launch_commands() -> dict[str, list[str]]:
-    """The `launch_local.py` commands of README.md and docs/*.md (continuation lines joined), by training script."""
+    """The `podrl launch` commands of README.md and docs/*.md (continuation lines joined), by the training
+    subcommand they launch (`... -- podrl anakin ...`)."""
     text = "\n".join(page.read_text() for page in doc_paths()).replace("\\\n", " ")
-    lines = [line.split() for line in text.splitlines() if line.startswith("python scripts/launch_local.py")]
-    return {next(w for w in words if w.startswith("scripts/train_")): words for words in lines}
+    lines = [line.split() for line in text.splitlines() if line.startswith("podrl launch ")]
+    return {words[words.index("--") + 2]: words for words in lines}
 
 
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("script, total_steps", [
-    ("scripts/train_anakin.py", 4 * 8 * 128),  # 4 updates of --num-envs 8 x 128 steps: one call
-    ("scripts/train_sebulba.py", 4 * 8 * 64),  # 4 updates of 8 envs x 64 steps per host
+@pytest.mark.parametrize("layout, total_steps", [
+    ("anakin", 4 * 8 * 128),  # 4 updates of --num-envs 8 x 128 steps: one call
+    ("sebulba", 4 * 8 * 64),  # 4 updates of 8 envs x 64 steps per host
 ])
-def test_readme_multiprocess_command_runs_and_evaluates(tmp_path, script, total_steps):
+def test_readme_multiprocess_command_runs_and_evaluates(tmp_path, layout, total_steps):
     """The README's CPU-pod command as written, defaults included (evaluation), only shorter."""
-    words = readme_launch_commands()[script]
-    command = [sys.executable if w == "python" else str(ROOT / w) if w.startswith("scripts/") else w for w in words]
+    words = readme_launch_commands()[layout]
+    command = [part for w in words for part in (PODRL if w == "podrl" else [w])]
     command += ["--total-steps", str(total_steps), "--logging.run-dir", str(tmp_path)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=380, cwd=ROOT)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
@@ -183,9 +181,8 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.timeout(300)
 def test_killing_one_process_stops_the_others(tmp_path):
-    command = LAUNCH + ["--num-processes", "2", "--devices-per-process", "1", "--"] + [
-        sys.executable, str(ROOT / "scripts" / "train_anakin.py"), "--num-envs", "4", "--total-steps", "50000000",
-        "--logging.run-dir", str(tmp_path)]
+    command = LAUNCH + ["--num-processes", "2", "--devices-per-process", "1", "--"] + PODRL + [
+        "anakin", "--num-envs", "4", "--total-steps", "50000000", "--logging.run-dir", str(tmp_path)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     pids, lines = {}, []
     deadline = time.monotonic() + 200

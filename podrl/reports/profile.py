@@ -1,14 +1,14 @@
-"""Where a training call spends its time: a summary of a `--profile DIR` trace.
+"""`podrl profile-summary`: where a training call spends its time, a summary of a `--profile DIR` trace.
 
 XLA:CPU records every thunk it runs (a fusion, a copy, a dot, a collective) and every
-loop around them. This script charges each thunk to its enclosing loops, named by the
+loop around them. This command charges each thunk to its enclosing loops, named by the
 source line that made them (from the compiled program `--profile` writes beside the
 trace in Anakin; Sebulba traces show the loops' HLO names), and prints markdown tables:
 thunks per loop nest, per op kind, per thread, and the collectives.
 
-    python scripts/train_anakin.py --num-envs 4 --rollout-length 128 --total-steps 100000 \\
-        --updates-per-call 4 --profile /tmp/podrl-trace
-    python scripts/profile_summary.py /tmp/podrl-trace [--json summary.json]
+    podrl anakin --num-envs 4 --rollout-length 128 --total-steps 100000 --updates-per-call 4 \\
+        --profile /tmp/podrl-trace
+    podrl profile-summary /tmp/podrl-trace [--json summary.json]
 
 On small programs the thunk count, not the arithmetic, sets the speed: compare counts
 between programs; the durations carry the tracer's own cost per event.
@@ -22,9 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # podrl, when not installed
-
-from podrl.run.profiling import PROGRAM_TEXT, find_trace, summarize_trace, summary_markdown  # noqa: E402
+from podrl.run.profiling import PROGRAM_TEXT, find_trace, summarize_trace, summary_markdown
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +44,3 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

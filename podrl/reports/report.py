@@ -1,6 +1,6 @@
 """The numbers and the text of a reproduction report: pure functions of run records.
 
-`scripts/reproduce.py` runs the training and calls these; a record is one line of a run's
+`podrl reproduce` (`podrl.reports.reproduce`) runs the training and calls these; a record is one line of a run's
 metrics.jsonl (`step`, `sps`, `episode_return[_per_seed]`, `eval_return[_per_seed]`, ...).
 """
 
@@ -12,9 +12,9 @@ import shlex
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from aggregate_scores import aggregate_lines
-from plot import Series, curve_label, draw, warn_if_short
 from podrl.cli import presets
+from podrl.reports.aggregate import aggregate_lines
+from podrl.reports.plot import Series, curve_label, draw, warn_if_short
 
 FINAL_FRACTION = 0.1
 """The final return is the mean episode return over this last fraction of the logged records."""
@@ -23,7 +23,7 @@ FINAL_FRACTION = 0.1
 DEFINITIONS = (
     f"Final return: the mean episode return over the last {FINAL_FRACTION:.0%} of the records that logged one, "
     "per seed; the table gives the mean over seeds and [min, max]. Greedy eval: the last evaluation of the greedy "
-    "policy; for a run stopped before its own, `scripts/evaluate.py` on its last checkpoint (the command is "
+    "policy; for a run stopped before its own, `podrl evaluate` on its last checkpoint (the command is "
     "below). Wall time counts process start to exit, compile included. SPS: the median over the run's records "
     "of the env steps per second of each logging window (an Anakin program's seeds together; the mean of the "
     "seeds' runs for Sebulba, one process per seed); each training command's closing line in `train.log` "
@@ -50,11 +50,18 @@ def flag_value(command: list[str], flag: str) -> str | None:
     return command[at[-1] + 1] if at and at[-1] + 1 < len(command) else None
 
 
+def is_evaluation(command: str | list[str]) -> bool:
+    """Whether a report's command evaluates a checkpoint (`podrl evaluate`, or an older report's
+    `python scripts/evaluate.py`) rather than training."""
+    words = shlex.split(command) if isinstance(command, str) else command
+    return "scripts/evaluate.py" in words or words[:2] == ["podrl", "evaluate"]
+
+
 def asked_steps(commands: list[str], default: int | None) -> int | None:
     """The env steps the last training command in `commands` asked for (`--total-steps`), else `default`."""
     for command in reversed(commands):
         words = shlex.split(command)
-        if "scripts/evaluate.py" not in words and (steps := flag_value(words, "--total-steps")) is not None:
+        if not is_evaluation(words) and (steps := flag_value(words, "--total-steps")) is not None:
             return int(steps)
     return default
 
@@ -146,11 +153,20 @@ def plot_env(result: EnvResult, curve: Series, anchor: presets.Anchor | None, pa
 def aggregate(preset: presets.Preset, results: list[EnvResult]) -> list[str]:
     """The IQM / optimality-gap lines of a multi-seed report over the envs with a published return
     (none for one seed: a bootstrap over one run says nothing)."""
-    scored = [r for r in results if r.seeds > 1 and r.env in preset.anchors]
-    if not scored:
-        return []
-    rows = {"final return": [r.final_return for r in scored], "greedy eval": [r.eval_return for r in scored]}
-    return [""] + aggregate_lines(rows, [preset.anchors[r.env].value for r in scored], [r.env for r in scored])
+    scored = scored_results(preset, results)
+    return [""] + aggregate_table(scored, [preset.anchors[r.env].value for r in scored]) if scored else []
+
+
+def scored_results(preset: presets.Preset, results: list[EnvResult]) -> list[EnvResult]:
+    """The results an aggregate is over: more than one seed, and a published return of `preset`."""
+    return [r for r in results if r.seeds > 1 and r.env in preset.anchors]
+
+
+def aggregate_table(results: list[EnvResult], published: list[float]) -> list[str]:
+    """The aggregate lines (`podrl.reports.aggregate.aggregate_lines`) of `results`' final returns and
+    greedy evals, each env's scores divided by its `published` return."""
+    rows = {"final return": [r.final_return for r in results], "greedy eval": [r.eval_return for r in results]}
+    return aggregate_lines(rows, published, [r.env for r in results])
 
 
 def report(preset: presets.Preset, results: list[EnvResult], invocation: dict[str, Any],
@@ -159,10 +175,10 @@ def report(preset: presets.Preset, results: list[EnvResult], invocation: dict[st
 
     `invocation["notes"]` (optional, written into results.json by hand): paragraphs printed under the
     table, for what the records cannot say (e.g. a figure measured outside the run)."""
-    made = f"Made by `python scripts/reproduce.py {shlex.join(invocation['argv'])}` on {invocation['date']}"
+    made = f"Made by `podrl reproduce {shlex.join(invocation['argv'])}` on {invocation['date']}"
     for later in invocation.get("continued", []):
         elsewhere = f" ({later['machine']})" if later["machine"] != invocation["machine"] else ""
-        made += (f"; continued from its checkpoints by `python scripts/reproduce.py {shlex.join(later['argv'])}` "
+        made += (f"; continued from its checkpoints by `podrl reproduce {shlex.join(later['argv'])}` "
                  f"on {later['date']}{elsewhere}")
     made += f"; report rebuilt from its results by `--report-only` on {rebuilt}." if rebuilt else "."
     lines = [

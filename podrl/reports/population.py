@@ -1,6 +1,7 @@
-"""The numbers and sentences of a population report (PBT vs no PBT), written from the runs' records.
+"""`podrl population-summary`: the numbers and sentences of a population report (PBT vs no PBT),
+written from the runs' records.
 
-    python scripts/population_summary.py docs/results/pbt-acrobot/metrics-pbt.jsonl \
+    podrl population-summary docs/results/pbt-acrobot/metrics-pbt.jsonl \
         docs/results/pbt-acrobot/metrics-no-pbt.jsonl --labels PBT "no PBT" --field learning_rate \
         --readme docs/results/pbt-acrobot/README.md
 
@@ -125,7 +126,3 @@ def main(argv: list[str] | None = None) -> int:
     args.readme.write_text(replace_block(args.readme.read_text(), block))
     print(f"rewrote the generated block of {args.readme}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

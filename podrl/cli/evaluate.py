@@ -1,0 +1,95 @@
+"""`podrl evaluate`: the greedy policy of a checkpoint.
+
+Examples:
+  podrl evaluate runs/CartPole-v1__anakin__seed0__20250101-120000      # its env, 32 episodes
+  podrl evaluate runs/r/checkpoints --step 64 --episodes 100 --json
+  podrl evaluate runs/r --env jax:CartPole-v1        # the JAX env stepped on the host
+  podrl evaluate runs/r --env CartPole-v1 --backend host --video videos/   # gymnasium's own
+
+Loads the checkpoint's config (layout, run, agent) and only its "params" item
+(no training state), rebuilds the agent (`podrl.cli.policy`), and runs `--episodes`
+greedy episodes:
+
+* on a JAX env (`podrl.run.evaluation.evaluate_greedy`, reset keys
+  `jax.random.split(jax.random.key(seed), episodes)`), or
+* on a host vector env of `episodes` envs (`podrl.envs.adapters.make.make_host_env`,
+  `podrl.run.evaluation.evaluate_host_greedy`, reset with `seed`).
+
+`--env` defaults to the checkpoint's env. `--backend auto` tries a name first the
+way the checkpoint's layout does (Anakin: `podrl.envs.make`; Sebulba: `make_host_env`),
+then the other way; `jax` / `host` force one. Anakin params hold one set per seed
+(`[S, ...]`); `--seed-index` picks one. A missing or unreadable checkpoint exits
+with status 2 and a message naming the path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from typing import Annotated, Any, Literal
+
+import tyro
+
+from podrl.cli.policy import PolicyError, evaluate_checkpoint
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluateArgs:
+    """Evaluate the greedy policy of a checkpoint."""
+
+    checkpoint: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="CHECKPOINT_DIR")]
+    """A checkpoint folder, or a run folder holding checkpoints/."""
+    step: int | None = None
+    """Checkpoint step to load; None = the latest."""
+    env: str | None = None
+    """Env to evaluate on: a JAX env name or any make_host_env name; None = the checkpoint's env."""
+    backend: Literal["auto", "jax", "host"] = "auto"
+    """How to build --env: auto (the checkpoint layout's way first), jax (podrl.envs.make) or host (make_host_env)."""
+    episodes: int = 32
+    """Greedy episodes to run."""
+    seed: int = 0
+    """Seed of the evaluation env resets."""
+    seed_index: int = 0
+    """Which training seed (or population member) of an Anakin run (params are [num_seeds or population, ...])."""
+    max_steps: int | None = None
+    """Step bound of one episode; None = the checkpoint's eval_max_steps."""
+    video: str | None = None
+    """Record one episode into this folder (gymnasium envs that render rgb_array)."""
+    json: bool = False
+    """Print one JSON object instead of the text line."""
+
+
+def evaluate(args: EvaluateArgs) -> dict[str, Any]:
+    """Runs the evaluation (`podrl.cli.policy.evaluate_checkpoint`); returns the JSON-able summary."""
+    options = {f.name: getattr(args, f.name) for f in dataclasses.fields(args) if f.name != "json"}
+    return evaluate_checkpoint(**options)
+
+
+def _quiet_orbax() -> None:
+    """Hides orbax's absl warnings about read-only managers (they are expected here)."""
+    try:
+        from absl import logging as absl_logging
+    except ImportError:
+        return
+    absl_logging.set_verbosity(absl_logging.ERROR)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = tyro.cli(EvaluateArgs, args=argv)
+    _quiet_orbax()
+    try:
+        summary = evaluate(args)
+    except PolicyError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if "video" in summary:
+        print(summary["video"], file=sys.stderr)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        unfinished = summary["episodes"] - summary["finished"]
+        print(f"{summary['env']} ({summary['backend']}), checkpoint step {summary['step']}: greedy return "
+              f"{summary['mean']:.2f} ± {summary['std']:.2f} over {summary['episodes']} episodes"
+              + (f" ({unfinished} cut at {summary['max_steps']} steps)" if unfinished else ""))
+    return 0
