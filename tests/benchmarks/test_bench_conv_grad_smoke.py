@@ -1,4 +1,4 @@
-"""Smoke test of scripts/bench_conv_grad.py: one torso, both convolutions, both loops, JSON written.
+"""Smoke test of benchmarks.conv_grad: one torso, both convolutions, both loops, JSON written.
 Checks only that every row ran and produced positive numbers; no timing is asserted."""
 
 import json
@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_conv_grad.py"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(300)
 def test_conv_grad_benchmark_writes_every_row(tmp_path, user_env):
     out = tmp_path / "conv.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--torsos", "minatar_cnn", "--steps", "2", "--repeats", "1",
-                           "--out", str(out)], capture_output=True, text=True, timeout=240, env=user_env)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.conv_grad", "--torsos", "minatar_cnn", "--steps", "2",
+                           "--repeats", "1", "--out", str(out)], capture_output=True, text=True, timeout=240,
+                          env=user_env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert doc["benchmark"] == "conv_grad" and doc["jax_version"] and doc["timestamp"]

@@ -1,4 +1,4 @@
-"""Smoke test of scripts/bench_mesh_floor.py: --quick runs every measurement and writes the report.
+"""Smoke test of benchmarks.mesh_floor: --quick runs every measurement and writes the report.
 
 No timing is asserted; the all-reduce count is: PPO's default 4 epochs x 4 minibatches each
 average the gradients once, plus the per-update metrics and episode totals.
@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_mesh_floor.py"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(400)
 def test_quick_mesh_floor_benchmark_reports_latency_count_and_gap(tmp_path):
     out = tmp_path / "floor.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--repeats", "1", "--out", str(out)],
-                          capture_output=True, text=True, timeout=380)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.mesh_floor", "--quick", "--repeats", "1",
+                           "--out", str(out)], capture_output=True, text=True, timeout=380, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-4000:]
     doc = json.loads(out.read_text())
     assert not doc["errors"], doc["errors"]

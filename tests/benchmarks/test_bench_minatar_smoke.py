@@ -1,4 +1,4 @@
-"""Smoke test of scripts/bench_minatar.py: --quick runs a PPO row and its env-only ceiling and
+"""Smoke test of benchmarks.minatar: --quick runs a PPO row and its env-only ceiling and
 writes the JSON. Only checks that both ran and produced positive numbers; no timing is asserted."""
 
 import json
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_minatar.py"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(300)
 def test_quick_minatar_benchmark_writes_ppo_and_ceiling(tmp_path, user_env):
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--devices", "1", "--envs", "4", "--out", str(out)],
-                          capture_output=True, text=True, timeout=240, env=user_env)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.minatar", "--quick", "--devices", "1", "--envs", "4",
+                           "--out", str(out)], capture_output=True, text=True, timeout=240, env=user_env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert doc["benchmark"] == "anakin_minatar_breakout" and doc["jax_version"] and doc["timestamp"]

@@ -1,8 +1,8 @@
-"""Smoke test of scripts/bench_muzero.py: --quick, one thread, one simulation count (its Sebulba run, the
+"""Smoke test of benchmarks.muzero: --quick, one thread, one simulation count (its Sebulba run, the
 env-only ceiling and the pieces timed alone), writes the JSON.
 
 Only checks that the point ran and produced positive numbers and shares that add up; no timing is asserted.
-Also: the replay fields the script gives MuZero pass its config check at every actor-thread count.
+Also: the replay fields the benchmark gives MuZero pass its config check at every actor-thread count.
 """
 
 import json
@@ -12,19 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.muzero import replay_fields
 from podrl.agents.muzero import MuZeroConfig
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_muzero.py"
-sys.path.insert(0, str(SCRIPT.parent))
-from bench_muzero import replay_fields  # noqa: E402  (the scripts folder is not a package)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(400)
 def test_quick_benchmark_writes_the_point(tmp_path):
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--threads", "1", "--simulations", "4",
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.muzero", "--quick", "--threads", "1", "--simulations", "4",
                            "--num-envs", "8", "--rollout-length", "16", "--out", str(out)],
-                          capture_output=True, text=True, timeout=380)
+                          capture_output=True, text=True, timeout=380, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert doc["benchmark"] == "bench_muzero" and doc["jax_version"] and doc["search"] == "gumbel"

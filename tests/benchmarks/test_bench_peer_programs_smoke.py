@@ -1,4 +1,4 @@
-"""Smoke tests of scripts/bench_peer_programs.py (peers missing) and scripts/bench_gpu.py (dry run).
+"""Smoke tests of benchmarks.peer_programs (peers missing) and benchmarks.gpu (dry run).
 
 No timing is asserted: only that each side that can run ran, and that a missing peer is
 reported as "not measured" with the way to get it, never as a number.
@@ -11,31 +11,30 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-sys.path.insert(0, str(SCRIPTS))
-sys.path.insert(0, str(SCRIPTS / "peers"))
-import bench_gpu  # noqa: E402  (the scripts folder is not a package)
-import registry  # noqa: E402
+from benchmarks import gpu
+from benchmarks.peers import registry
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_gpu_dry_run_lists_every_step_within_the_budget():
-    proc = subprocess.run([sys.executable, str(SCRIPTS / "bench_gpu.py"), "--dry-run"], capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu", "--dry-run"], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for step in ("anakin_cartpole", "anakin_minatar", "sebulba_pong"):
         assert step in proc.stdout
-    assert "bench_sebulba.py --envs ale:Pong --threads 1 2 4" in proc.stdout
+    assert "python -m benchmarks.sebulba --envs ale:Pong --threads 1 2 4" in proc.stdout
     assert "--rows gpu" in proc.stdout and "--envs 1024 4096" in proc.stdout
-    assert sum(s.budget_s for s in bench_gpu.STEPS) <= 480 and "PLAN PROBLEM" not in proc.stderr
+    assert sum(s.budget_s for s in gpu.STEPS) <= 480 and "PLAN PROBLEM" not in proc.stderr
 
 
 def test_gpu_plan_check_refuses_bad_flags_and_an_over_budget_plan():
-    bad = bench_gpu.Step("bad", "bench_sebulba.py", ("--threads", "0"), 10)
-    slow = bench_gpu.Step("slow", "bench_minatar.py", ("--devices", "1"), 500)
-    problems = bench_gpu.check_plan((bad, slow))
-    assert any(p.startswith("bad: bench_sebulba.py refuses --threads 0") for p in problems), problems
+    bad = gpu.Step("bad", "sebulba", ("--threads", "0"), 10)
+    slow = gpu.Step("slow", "minatar", ("--devices", "1"), 500)
+    problems = gpu.check_plan((bad, slow))
+    assert any(p.startswith("bad: benchmarks.sebulba refuses --threads 0") for p in problems), problems
     assert any("510 s > 480 s" in p for p in problems), problems
-    assert bench_gpu.check_plan(bench_gpu.STEPS) == []
+    assert gpu.check_plan(gpu.STEPS) == []
 
 
 def test_missing_peer_source_says_how_to_get_it(tmp_path):
@@ -52,9 +51,9 @@ def test_peer_programs_without_the_peer_say_not_measured(tmp_path):
     """Sebulba row, --quick, no peer venv or source: podrl, its ceiling and its control are measured."""
     out = tmp_path / "peers.json"
     proc = subprocess.run(
-        [sys.executable, str(SCRIPTS / "bench_peer_programs.py"), "--quick", "--repeats", "1", "--rows", "sebulba",
+        [sys.executable, "-m", "benchmarks.peer_programs", "--quick", "--repeats", "1", "--rows", "sebulba",
          "--venv-root", str(tmp_path / "venvs"), "--src-root", str(tmp_path / "src"), "--out", str(out)],
-        capture_output=True, text=True, timeout=280,
+        capture_output=True, text=True, timeout=280, cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = json.loads(out.read_text())["rows"][0]

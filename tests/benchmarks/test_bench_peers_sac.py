@@ -1,12 +1,7 @@
-"""scripts/bench_peers_sac.py's bookkeeping, without running either side: steps to the
+"""benchmarks.peer_sac's bookkeeping, without running either side: steps to the
 threshold, medians, ratios, and the "not measured" cells when the peer could not run."""
 
-import sys
-from pathlib import Path
-
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-sys.path.insert(0, str(SCRIPTS))
-import bench_peers_sac  # noqa: E402  (the scripts folder is not a package)
+from benchmarks import peer_sac
 
 
 def run(sps: float, wall: float, returns: list[float]) -> dict:
@@ -16,13 +11,13 @@ def run(sps: float, wall: float, returns: list[float]) -> dict:
 
 
 def test_steps_to_threshold_is_the_first_evaluation_at_or_above_it():
-    assert bench_peers_sac.steps_to_threshold(run(1.0, 1.0, [-1200.0, -400.0, -300.0, -150.0])) == 6144.0
-    assert bench_peers_sac.steps_to_threshold(run(1.0, 1.0, [-1200.0, -301.0])) is None
+    assert peer_sac.steps_to_threshold(run(1.0, 1.0, [-1200.0, -400.0, -300.0, -150.0])) == 6144.0
+    assert peer_sac.steps_to_threshold(run(1.0, 1.0, [-1200.0, -301.0])) is None
 
 
 def test_summary_takes_medians_and_counts_runs_that_reached_the_threshold():
     runs = [run(100.0, 50.0, [-1000.0, -200.0]), run(300.0, 70.0, [-900.0, -800.0]), {"error": "boom"}]
-    s = bench_peers_sac.summarize(runs)
+    s = peer_sac.summarize(runs)
     assert s["steps_per_second"] == 200.0 and s["time_to_budget_seconds"] == 60.0
     assert s["steps_to_threshold"] == 4096.0 and s["reached"] == "1/2" and s["measured"]
 
@@ -30,18 +25,18 @@ def test_summary_takes_medians_and_counts_runs_that_reached_the_threshold():
 def test_a_missing_peer_reads_not_measured_and_has_no_ratio(monkeypatch):
     results = iter([{"error": "peer interpreter /x not found (run --setup-peer)"},
                     run(400.0, 40.0, [-1100.0, -250.0])])
-    monkeypatch.setattr(bench_peers_sac, "run_peer", lambda *a, **k: next(results))
-    monkeypatch.setattr(bench_peers_sac, "run_child_script", lambda *a, **k: next(results))
-    entry = bench_peers_sac.measure_all(bench_peers_sac.Shared(), 1, "/x", 1.0)
+    monkeypatch.setattr(peer_sac, "run_driver", lambda *a, **k: next(results))
+    monkeypatch.setattr(peer_sac, "run_child", lambda *a, **k: next(results))
+    entry = peer_sac.measure_all(peer_sac.Shared(), 1, "/x", 1.0)
     assert not entry["rejax"]["measured"] and entry["podrl"]["measured"] and entry["steps_ratio"] is None
     assert "error" not in entry  # podrl ran: exit code 0
-    text = bench_peers_sac.markdown(entry, {"error": "peer interpreter /x not found"})
+    text = peer_sac.markdown(entry, {"error": "peer interpreter /x not found"})
     assert "| rejax | not measured |" in text and "| podrl | 400 |" in text and "not checked" in text
 
 
 def test_a_podrl_failure_is_an_error(monkeypatch):
     results = iter([run(100.0, 50.0, [-1000.0]), {"error": "exit code 1: boom"}])
-    monkeypatch.setattr(bench_peers_sac, "run_peer", lambda *a, **k: next(results))
-    monkeypatch.setattr(bench_peers_sac, "run_child_script", lambda *a, **k: next(results))
-    entry = bench_peers_sac.measure_all(bench_peers_sac.Shared(), 1, "/x", 1.0)
+    monkeypatch.setattr(peer_sac, "run_driver", lambda *a, **k: next(results))
+    monkeypatch.setattr(peer_sac, "run_child", lambda *a, **k: next(results))
+    entry = peer_sac.measure_all(peer_sac.Shared(), 1, "/x", 1.0)
     assert entry["error"] and entry["rejax"]["measured"] and entry["steps_ratio"] is None

@@ -1,4 +1,4 @@
-"""Smoke test of scripts/bench_scaling.py: --quick with 1 and 2 local processes writes rows and a plot.
+"""Smoke test of benchmarks.scaling: --quick with 1 and 2 local processes writes rows and a plot.
 
 Only checks that every point ran through the launcher and produced a positive SPS;
 no timing is asserted.
@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_scaling.py"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(420)
 def test_quick_scaling_benchmark_writes_rows_and_plot(tmp_path):
     out, png = tmp_path / "scaling.json", tmp_path / "scaling.png"
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--processes", "1", "2", "--timeout", "180",
+        [sys.executable, "-m", "benchmarks.scaling", "--quick", "--processes", "1", "2", "--timeout", "180",
          "--out", str(out), "--plot", str(png)],
-        capture_output=True, text=True, timeout=400,
+        capture_output=True, text=True, timeout=400, cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     doc = json.loads(out.read_text())

@@ -1,4 +1,4 @@
-"""Smoke test of scripts/bench_sebulba.py: --quick on a tiny CartPole grid writes the JSON.
+"""Smoke test of benchmarks.sebulba: --quick on a tiny CartPole grid writes the JSON.
 
 Only checks that every point ran and produced positive numbers; no timing is asserted.
 """
@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_sebulba.py"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(300)
 def test_quick_benchmark_writes_every_point(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--envs", "CartPole-v1", "--threads", "1", "2",
+        [sys.executable, "-m", "benchmarks.sebulba", "--quick", "--envs", "CartPole-v1", "--threads", "1", "2",
          "--num-envs", "16", "--out", str(out)],
-        capture_output=True, text=True, timeout=280,
+        capture_output=True, text=True, timeout=280, cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())

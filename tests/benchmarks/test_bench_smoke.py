@@ -1,5 +1,6 @@
-"""Smoke test of scripts/bench_anakin.py: --quick runs every row (on the 2-device mesh: each row is a
-child process, and one device count exercises them all) and writes the JSON.
+"""Smoke test of benchmarks.anakin (and of benchmarks.peer_ppo without its peer): --quick runs every row
+(on the 2-device mesh: each row is a child process, and one device count exercises them all) and writes
+the JSON.
 
 Only checks that each row ran and produced positive numbers; no timing is asserted.
 """
@@ -12,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_anakin.py"
-sys.path.insert(0, str(SCRIPT.parent))
-import bench_anakin  # noqa: E402  (the scripts folder is not a package)
+from benchmarks import anakin
+
+ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED_ROWS = {
     (name, devices, num_envs)
@@ -27,8 +28,8 @@ EXPECTED_ROWS = {
 def test_quick_benchmark_writes_every_row(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--devices", "2", "--out", str(out)],
-        capture_output=True, text=True, timeout=280,
+        [sys.executable, "-m", "benchmarks.anakin", "--quick", "--devices", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=280, cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
@@ -48,15 +49,15 @@ def test_quick_benchmark_writes_every_row(tmp_path):
 @pytest.mark.timeout(300)
 def test_agents_option_adds_training_rows_for_each_agent(cpu_devices):
     """--agents ppo,pqn plans rows a and b for each agent (any registered name, nothing agent-specific
-    in the script); a PQN row trains in-process; an unknown name is refused by the parser."""
-    args = bench_anakin.parse_args(["--quick", "--devices", "1", "--agents", "ppo,pqn"])
-    rows = bench_anakin.plan(args)
+    in the benchmark); a PQN row trains in-process; an unknown name is refused by the parser."""
+    args = anakin.parse_args(["--quick", "--devices", "1", "--agents", "ppo,pqn"])
+    rows = anakin.plan(args)
     assert [(m.name, m.agent) for m in rows if m.is_training] == [
         ("a_reference", "ppo"), ("b_throughput", "ppo"), ("a_reference", "pqn"), ("b_throughput", "pqn")]
-    assert bench_anakin.describe(rows[2])["agent"] == "pqn"
+    assert anakin.describe(rows[2])["agent"] == "pqn"
     with pytest.raises(SystemExit):
-        bench_anakin.parse_args(["--agents", "ppo,nope"])
-    result = bench_anakin.measure_training(dataclasses.replace(rows[2], total_steps=4 * 128 * 2, updates_per_call=2))
+        anakin.parse_args(["--agents", "ppo,nope"])
+    result = anakin.measure_training(dataclasses.replace(rows[2], total_steps=4 * 128 * 2, updates_per_call=2))
     assert result["steps_per_second"] > 0 and result["steps_measured"] == 4 * 128 * 2
 
 
@@ -64,9 +65,9 @@ def test_bench_peers_without_the_peer_says_not_measured(tmp_path):
     """Without the peer venv the peer's cells say so, never a number; podrl's row is measured."""
     out = tmp_path / "peers.json"
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT.parent / "bench_peers.py"), "--quick", "--repeats", "1", "--only", "4x128",
+        [sys.executable, "-m", "benchmarks.peer_ppo", "--quick", "--repeats", "1", "--only", "4x128",
          "--peer-python", str(tmp_path / "no-such-python"), "--out", str(out)],
-        capture_output=True, text=True, timeout=280,
+        capture_output=True, text=True, timeout=280, cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = json.loads(out.read_text())["rows"][0]

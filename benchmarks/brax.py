@@ -2,7 +2,7 @@
 
 Rows, for every env count of --envs (default 256 and 2048) on every device count of
 --devices (default 1 and 2; on CPU the host is split into that many JAX devices), each
-measured in its own subprocess by scripts/bench_anakin.py's child:
+measured in its own subprocess by benchmarks.anakin's child:
   ppo       PPO with the `brax-ppo` preset's agent fields (observation normalisation, 4 epochs x
             32 minibatches, 4 x 32 silu MLPs; podrl/cli/presets.py) on --env through `train_anakin`:
             `--rollout-length` steps per env between updates, one update per compiled call,
@@ -11,25 +11,23 @@ measured in its own subprocess by scripts/bench_anakin.py's child:
   env_only  the ceiling: the same env (wrap_for_training: time limit, auto-reset) with uniform
             random actions in [-1, 1] and no network, vmapped over the envs, `lax.scan` over one
             call's steps inside one jit(shard_map(...)) over the device mesh.
-The table (scripts/bench_minatar.py's) gives both side by side and PPO's fraction of the
+The table (benchmarks.minatar's) gives both side by side and PPO's fraction of the
 ceiling. Nothing is asserted.
 
 Usage:
-  python scripts/bench_brax.py                                      # 256 / 2048 envs, 1 and 2 devices
-  python scripts/bench_brax.py --env brax:ant,backend=spring --out ant.json
-  python scripts/bench_brax.py --quick --envs 8 --devices 1 --out /tmp/b.json   # smoke test
+  python -m benchmarks.brax                                      # 256 / 2048 envs, 1 and 2 devices
+  python -m benchmarks.brax --env brax:ant,backend=spring --out ant.json
+  python -m benchmarks.brax --quick --envs 8 --devices 1 --out /tmp/b.json   # smoke test
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import Any
 
-from bench_anakin import Measurement, measure_all
-from bench_common import add_child_run_flags, finish, new_parser, repeats_document
-from bench_minatar import markdown_table, pair_rows
+from benchmarks.anakin import Measurement
+from benchmarks.minatar import check_pairs, pair_parser, run_pairs
 from podrl.cli.presets import PRESETS
 
 PRESET = "brax-ppo"
@@ -61,38 +59,15 @@ def caption(env: str) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = new_parser(__doc__)
+    parser = pair_parser(__doc__, envs=[256, 2048], env_min_seconds=2.0)
     parser.add_argument("--env", default=PRESETS[PRESET].run["env"],
                         help="a brax:<env>[,backend=...] name (any JAX env runs; the smoke test uses Pendulum-v1)")
-    parser.add_argument("--devices", type=int, nargs="+", default=[1, 2], help="device counts to run each row on")
-    parser.add_argument("--envs", type=int, nargs="+", default=[256, 2048], help="env counts (multiples of every device count)")
-    parser.add_argument("--rollout-length", type=int, default=16, help="steps per env between updates")
-    parser.add_argument("--calls", type=int, default=2, help="timed training calls per PPO row")
-    parser.add_argument("--repeats", type=int, default=1, help="runs per row; the median is reported")
-    parser.add_argument("--env-min-seconds", type=float, default=2.0, help="env-only rows step at least this long")
-    add_child_run_flags(parser, timeout=900.0, quick_help="tiny step counts (smoke test, numbers meaningless)")
-    args = parser.parse_args(argv)
-    if min(args.repeats, args.calls, args.rollout_length, *args.devices, *args.envs) < 1:
-        parser.error("--repeats, --calls, --rollout-length, --devices and --envs must be positive")
-    if any(n % d for n in args.envs for d in args.devices):
-        parser.error(f"every --envs value must be a multiple of every --devices value, got {args.envs} / {args.devices}")
-    return args
+    return check_pairs(parser, parser.parse_args(argv))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    start = time.perf_counter()
-    rows = measure_all(plan(args), args.repeats, args.timeout)
-    lines = pair_rows(rows)
-    wall = time.perf_counter() - start
-
-    def document() -> dict[str, Any]:
-        import jax
-
-        return repeats_document(rows, args, wall, jax.__version__, benchmark="anakin_brax", env=args.env,
-                                preset=PRESET, table=lines)
-
-    return finish(rows, markdown_table(lines, rows, caption(args.env)), wall, args.out, document)
+    return run_pairs("anakin_brax", args, plan(args), caption(args.env), env=args.env, preset=PRESET)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
-"""podrl's side of `scripts/bench_peer_programs.py`: one measurement per fresh process.
+"""podrl's side of `benchmarks.peer_programs`: one measurement per fresh process.
 
   sebulba      PPO through `train_sebulba` on 2 CPU JAX devices (actor 0, learner 1), envpool
                CartPole-v1, one log record per update; steps/s = env steps of updates 2..N over
                the seconds from the end of update 1 to the end of update N (the peer's clock).
   ceiling      the same envpool envs stepped with random actions by the same number of threads,
-               no JAX (bench_sebulba_measure's env-only ceiling).
+               no JAX (benchmarks.sebulba_measure's env-only ceiling).
   minatar-ppo  `--preset minatar-ppo` through `train_anakin`, one training call; steps/s = the
                call's env steps / its seconds (the peer's: its compiled train call).
   minatar-pqn  `agent:pqn` with purejaxql's pqn_minatar.yaml values through `train_anakin`.
@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from bench_common import configure_cpu_devices
+from benchmarks.harness import configure_cpu_devices
+from benchmarks.sebulba_measure import Measurement, measure_ceiling as ceiling
 
 SEBULBA_DEVICES = 2
 
@@ -63,8 +64,6 @@ def measure_sebulba(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def measure_ceiling(spec: dict[str, Any]) -> dict[str, Any]:
-    from bench_sebulba_measure import Measurement, measure_ceiling as ceiling
-
     return ceiling(Measurement("ceiling", spec["env"], 1, spec["num_envs"], min_seconds=spec.get("seconds", 5.0)))
 
 

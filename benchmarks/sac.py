@@ -12,20 +12,19 @@ transition: `podrl.agents.replay.item_bytes` of one stored 1-step transition (o,
 Nothing is asserted about timings; a shared machine's load is printed with the figures.
 
 Usage:
-  python scripts/bench_sac.py                          # 1 and 2 devices, 16384 steps per row
-  python scripts/bench_sac.py --devices 1 2 4 --steps 32768 --out sac.json
-  python scripts/bench_sac.py --quick                  # smoke test, numbers meaningless
+  python -m benchmarks.sac                          # 1 and 2 devices, 16384 steps per row
+  python -m benchmarks.sac --devices 1 2 4 --steps 32768 --out sac.json
+  python -m benchmarks.sac --quick                  # smoke test, numbers meaningless
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import time
 from typing import Any
 
-from bench_common import (add_child_run_flags, configure_cpu_devices, emit_result, finish, fmt, load_note, new_parser,
-                          repeats_document, run_child_script)
+from benchmarks.harness import (configure_cpu_devices, dispatch, emit_result, finish, fmt, load_note, loads_of,
+                                new_parser, run_child, table)
 
 ENV_NAME = "Pendulum-v1"
 
@@ -38,7 +37,7 @@ def sac_config(quick: bool, replay_ratio: float):
                      replay_ratio=replay_ratio)
 
 
-def run_child(spec_text: str) -> int:
+def child_main(spec_text: str) -> int:
     """One row in this process: `spec` {devices, envs, rollout, steps, quick, replay_ratio}."""
     spec = json.loads(spec_text)
     configure_cpu_devices(spec["devices"])
@@ -62,46 +61,42 @@ def run_child(spec_text: str) -> int:
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| devices | envs x steps | env steps/s | gradient steps/s (per shard) | compile s | bytes/transition |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['devices']} | {r['envs']} x {r['rollout']} | {fmt(r.get('steps_per_second'), ',.0f')} | "
-                     f"{fmt(r.get('sgd_steps_per_second'), ',.0f')} | {fmt(r.get('compile_seconds'), '.1f')} | "
-                     f"{r.get('bytes_per_transition', 'n/a')} |")
-    loads = [r["load_1m"] for r in rows if "load_1m" in r]
-    return "\n".join(lines) + f"\n\nSAC on {ENV_NAME}, training calls only.{load_note(loads)}"
+    cells = ([r["devices"], f"{r['envs']} x {r['rollout']}", fmt(r.get("steps_per_second"), ",.0f"),
+              fmt(r.get("sgd_steps_per_second"), ",.0f"), fmt(r.get("compile_seconds"), ".1f"),
+              r.get("bytes_per_transition", "n/a")] for r in rows)
+    text = table(["devices", "envs x steps", "env steps/s", "gradient steps/s (per shard)", "compile s",
+                  "bytes/transition"], cells)
+    return text + f"\n\nSAC on {ENV_NAME}, training calls only.{load_note(loads_of(rows))}"
 
 
 def parse_args(argv: list[str] | None):
-    parser = new_parser(__doc__)
+    parser = new_parser(__doc__, quick="tiny networks and steps (smoke test, numbers meaningless)", timeout=900.0,
+                        child=True)
     parser.add_argument("--devices", type=int, nargs="+", default=[1, 2], help="device counts, one row each")
     parser.add_argument("--envs", type=int, default=16, help="envs in all (split over the devices)")
     parser.add_argument("--rollout", type=int, default=8, help="steps per env between updates")
     parser.add_argument("--steps", type=int, default=16_384, help="env steps per row")
     parser.add_argument("--replay-ratio", type=float, default=1.0, help="gradient steps per env step, per shard")
-    add_child_run_flags(parser, timeout=900.0, quick_help="tiny networks and steps (smoke test, numbers meaningless)")
     args = parser.parse_args(argv)
-    args.repeats = 1
     if any(d < 1 or args.envs % d for d in args.devices):
         parser.error("--devices must be positive and divide --envs")
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.child:
-        return run_child(args.child)
-    start = time.perf_counter()
+def run(args, start: float) -> int:
+    """The parent: one child run per device count, the table printed, the document written."""
     steps = 512 if args.quick else args.steps
     per_update = args.envs * args.rollout
     rows = []
     for devices in args.devices:
         spec = dict(devices=devices, envs=args.envs, rollout=args.rollout, steps=steps, quick=args.quick,
                     replay_ratio=args.replay_ratio, per_call=max(1, steps // per_update // 4))
-        rows.append({**spec, **run_child_script(__file__, spec, args.timeout)})
-    wall = time.perf_counter() - start
-    return finish(rows, markdown_table(rows), wall, args.out,
-                  lambda: repeats_document(rows, args, wall, None, benchmark="sac"))
+        rows.append({**spec, **run_child("benchmarks.sac", spec, args.timeout)})
+    return finish("sac", args, rows, markdown_table(rows), start, repeats=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return dispatch(argv, parse_args, child_main, run)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ One run measures, each in a fresh process (a CPU device count is fixed at start-
              a 2-device CPU mesh
   count      all-reduces one update runs on each device, counted in a profiler trace of the
              2-device train call (`podrl.run.profiling.summarize_trace`; `--updates-per-call 2`)
-  train      podrl's Anakin PPO (CartPole-v1, 4 envs x 128 steps, bench_anakin's training
+  train      podrl's Anakin PPO (CartPole-v1, 4 envs x 128 steps, benchmarks.anakin's training
              measurement) on 1 and 2 devices, interleaved, medians of --repeats
 
 and reports the floor the collectives alone put on a 2-device update (all-reduces per update
@@ -16,23 +16,24 @@ x the extra latency of a 2-device all-reduce over a 1-device one) beside the obs
 2 devices (each step is a chain of small kernels whatever the batch), so the collectives are
 a cost the split cannot pay back.
 
-    python scripts/bench_mesh_floor.py --repeats 3 --out floor.json
-    python scripts/bench_mesh_floor.py --quick          # smoke test: tiny budgets
+    python -m benchmarks.mesh_floor --repeats 3 --out floor.json
+    python -m benchmarks.mesh_floor --quick          # smoke test: tiny budgets
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench_common import (add_child_run_flags, configure_cpu_devices, emit_result, finish, fmt, load_note, median_of,
-                          new_parser, repeats_document, run_child_script)
+from benchmarks.anakin import Measurement, agent_config, measure_training
+from benchmarks.harness import (configure_cpu_devices, dispatch, emit_result, finish, fmt, interleave, load_note,
+                                loads_of, median_of, new_parser, run_child, table)
 
+MODULE = "benchmarks.mesh_floor"
 NUM_ENVS, ROLLOUT = 4, 128
 SIZES = (1, None, 100_000)  # None: the PPO params' size
 
@@ -78,7 +79,6 @@ def measure_latency(devices: int, sizes: list[int], iterations: int) -> dict[str
 
 def count_all_reduces(total_steps: int) -> dict[str, Any]:
     """All-reduce thunks per update per device, from a trace of the 2-device train call."""
-    from bench_anakin import Measurement, agent_config
     from podrl.anakin import train_anakin
     from podrl.anakin.config import AnakinConfig
     from podrl.run.config import LoggingConfig
@@ -95,7 +95,8 @@ def count_all_reduces(total_steps: int) -> dict[str, Any]:
     return {"all_reduces_per_update": all_reduces / (updates_per_call * 2), "collectives": summary["collectives"]}
 
 
-def run_child(spec_json: str) -> int:
+def child_main(spec_json: str) -> int:
+    """Child entry point: one measurement (`what`: latency, count or train), printed as one result line."""
     spec = json.loads(spec_json)
     configure_cpu_devices(spec["devices"])
     if spec["what"] == "latency":
@@ -104,44 +105,39 @@ def run_child(spec_json: str) -> int:
     elif spec["what"] == "count":
         emit_result(count_all_reduces(spec["total_steps"]))
     else:
-        from bench_anakin import Measurement, measure_training
-
         result = measure_training(Measurement("podrl", spec["devices"], NUM_ENVS, ROLLOUT, spec["total_steps"],
                                               anneal_lr=False))
         emit_result({"steps_per_second": result["steps_per_second"], "compile_seconds": result["compile_seconds"]})
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = new_parser(__doc__)
-    parser.add_argument("--repeats", type=int, default=3, help="training runs per device count (median reported)")
-    add_child_run_flags(parser, timeout=600.0, quick_help="tiny budgets (smoke test; numbers meaningless)")
-    args = parser.parse_args(argv)
-    if args.child:
-        return run_child(args.child)
-    start = time.perf_counter()
+def parse_args(argv: list[str] | None = None):
+    parser = new_parser(__doc__, quick="tiny budgets (smoke test; numbers meaningless)", repeats=3,
+                        repeats_help="training runs per device count, interleaved (median reported)", timeout=600.0,
+                        child=True)
+    return parser.parse_args(argv)
+
+
+def run(args, start: float) -> int:
+    """The parent: the latencies, the all-reduce count and the interleaved training runs; the report."""
     total_steps = NUM_ENVS * ROLLOUT * (8 if args.quick else 977)
     iterations = 50 if args.quick else 2000
-    latency = {d: run_child_script(__file__, {"what": "latency", "devices": d, "iterations": iterations}, args.timeout)
+    latency = {d: run_child(MODULE, {"what": "latency", "devices": d, "iterations": iterations}, args.timeout)
                for d in (1, 2)}
-    count = run_child_script(__file__, {"what": "count", "devices": 2, "total_steps": NUM_ENVS * ROLLOUT * 4},
-                             args.timeout)
-    runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
-    for _ in range(args.repeats):
-        for devices in (1, 2):
-            runs[devices].append(run_child_script(__file__, {"what": "train", "devices": devices,
-                                                             "total_steps": total_steps}, args.timeout))
+    count = run_child(MODULE, {"what": "count", "devices": 2, "total_steps": NUM_ENVS * ROLLOUT * 4}, args.timeout)
+
+    def train(devices: int, _) -> dict[str, Any]:
+        return run_child(MODULE, {"what": "train", "devices": devices, "total_steps": total_steps}, args.timeout)
+
+    runs = dict(zip((1, 2), interleave((1, 2), args.repeats, train, lambda d: f"train devices={d}")))
     rows = [latency[1], latency[2], count] + runs[1] + runs[2]
     report = analyse(latency, count, runs)
-    table = markdown(report, [r["load_1m"] for r in rows if "load_1m" in r])
+    return finish("mesh_floor", args, rows, markdown(report, loads_of(rows)), start,
+                  config=f"CartPole-v1 PPO {NUM_ENVS}x{ROLLOUT}", **report)
 
-    def document() -> dict[str, Any]:
-        import jax
 
-        return repeats_document(rows, args, time.perf_counter() - start, jax.__version__,
-                                benchmark="mesh_floor", config=f"CartPole-v1 PPO {NUM_ENVS}x{ROLLOUT}", **report)
-
-    return finish(rows, table, time.perf_counter() - start, args.out, document)
+def main(argv: list[str] | None = None) -> int:
+    return dispatch(argv, parse_args, child_main, run)
 
 
 def analyse(latency: dict[int, dict[str, Any]], count: dict[str, Any],
@@ -167,24 +163,21 @@ def analyse(latency: dict[int, dict[str, Any]], count: dict[str, Any],
 def markdown(report: dict[str, Any], loads: list[float]) -> str:
     sizes = report["sizes"]
     names = {0: "1 float", 1: "PPO params", 2: "100k floats"}
-    lines = ["| all-reduce of | floats | 1 device, us | 2 devices, us |", "|---|---:|---:|---:|"]
-    for i, size in enumerate(sizes):
-        lines.append(f"| {names.get(i, '')} | {size:,} | {fmt(report['latency_us']['1'].get(str(size)), '.1f')} | "
-                     f"{fmt(report['latency_us']['2'].get(str(size)), '.1f')} |")
-    lines += ["", f"| PPO {NUM_ENVS}x{ROLLOUT} | 1 device | 2 devices |", "|---|---:|---:|",
-              f"| run-only steps/s | {fmt(report['steps_per_second']['1'], ',.0f')} | "
-              f"{fmt(report['steps_per_second']['2'], ',.0f')} |",
-              f"| ms per update | {fmt(report['ms_per_update']['1'], '.2f')} | {fmt(report['ms_per_update']['2'], '.2f')} |",
-              "", f"All-reduces per update on each device: {fmt(report['all_reduces_per_update'], '.1f')}. "
-              f"Their floor on a 2-device update (count x extra latency at the params' size): "
-              f"{fmt(report['collective_floor_ms_per_update'], '.2f')} ms; observed gap (2 devices - 1): "
-              f"{fmt(report['observed_gap_ms_per_update'], '.2f')} ms per update." + load_note(loads)]
+    cells = ([names.get(i, ""), f"{size:,}", *(fmt(report["latency_us"][d].get(str(size)), ".1f") for d in "12")]
+             for i, size in enumerate(sizes))
+    latency = table(["all-reduce of", ">floats", ">1 device, us", ">2 devices, us"], cells)
+    train = table([f"PPO {NUM_ENVS}x{ROLLOUT}", ">1 device", ">2 devices"],
+                  [["run-only steps/s", *(fmt(report["steps_per_second"][d], ",.0f") for d in "12")],
+                   ["ms per update", *(fmt(report["ms_per_update"][d], ".2f") for d in "12")]])
+    lines = [latency, "", train, "",
+             f"All-reduces per update on each device: {fmt(report['all_reduces_per_update'], '.1f')}. "
+             f"Their floor on a 2-device update (count x extra latency at the params' size): "
+             f"{fmt(report['collective_floor_ms_per_update'], '.2f')} ms; observed gap (2 devices - 1): "
+             f"{fmt(report['observed_gap_ms_per_update'], '.2f')} ms per update." + load_note(loads)]
     if report["errors"]:
         lines.append("\nErrors: " + "; ".join(e.splitlines()[0] for e in report["errors"]))
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # podrl, when not installed
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
     sys.exit(main())

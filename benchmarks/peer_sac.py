@@ -24,24 +24,26 @@ The remaining differences between the two sides are listed in DIFFERENCES and pr
 The env check steps both Pendulums from the same 256 random (theta, theta_dot) states and
 torques and reports the largest observation and reward difference.
 
-    python scripts/bench_peers.py --setup-peer                  # once: the rejax 0.1.3 venv
-    python scripts/bench_peers_sac.py --repeats 2 --out sac_peers.json
-    python scripts/bench_peers_sac.py --quick                   # smoke test: tiny budgets
+    python -m benchmarks.peer_sac --setup-peer                # once: the rejax 0.1.3 venv (benchmarks.peer_ppo's)
+    python -m benchmarks.peer_sac --repeats 2 --out sac_peers.json
+    python -m benchmarks.peer_sac --quick                     # smoke test: tiny budgets
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
+import statistics
 import sys
-import time
 from typing import Any
 
-from bench_common import (add_child_run_flags, configure_cpu_devices, emit_result, finish, fmt, load_note, median_of,
-                          new_parser, repeats_document, run_child_script)
-from bench_peers import PEER_VENV, ROOT, run_peer
+from benchmarks.harness import (configure_cpu_devices, dispatch, emit_result, finish, fmt, interleave_sides, load_note,
+                                loads_of, new_parser, ok_runs, ratio, run_child, side_summary, table)
+from benchmarks.peers.registry import REJAX, add_peer_flags, compare_envs, peer_python, run_driver, setup_peers
 
-PEER_SCRIPT = ROOT / "scripts" / "peers" / "rejax_sac.py"
+MODULE = "benchmarks.peer_sac"
+DRIVER = "rejax_sac"  # benchmarks/peers/rejax_sac.py, in the rejax venv
 THRESHOLD = -300.0  # mean Pendulum return; a uniform random policy scores about -1200
 DIFFERENCES = (
     "warm-up actions: podrl uniform random in the action bounds; rejax its (untrained) policy's samples",
@@ -123,7 +125,8 @@ def podrl_pendulum_steps(states: list[list[float]], actions: list[float]) -> dic
     return {"observations": ts.observation.tolist(), "rewards": ts.reward.tolist()}
 
 
-def run_child(spec_json: str) -> int:
+def child_main(spec_json: str) -> int:
+    """Child entry point: the env check's steps, or one training run."""
     spec = json.loads(spec_json)
     if spec.get("check_env"):
         emit_result(podrl_pendulum_steps(spec["states"], spec["actions"]))
@@ -136,20 +139,21 @@ def run_child(spec_json: str) -> int:
 # ---------------------------------------------------------------- the run
 
 
-def check_env(python: str, timeout: float) -> dict[str, Any]:
+def check_env(python, timeout: float) -> dict[str, Any]:
     """Largest |obs| and |reward| difference after one step from 256 shared random states and torques."""
     import numpy as np
 
     rng = np.random.default_rng(0)
     spec = {"check_env": True, "states": rng.uniform([-np.pi, -8.0], [np.pi, 8.0], (256, 2)).tolist(),
             "actions": rng.uniform(-2.5, 2.5, 256).tolist()}  # beyond the bounds too: both clip to [-2, 2]
-    ours = run_child_script(__file__, spec, timeout)
-    theirs = run_peer(python, spec, timeout, PEER_SCRIPT)
-    if "error" in ours or "error" in theirs:
-        return {"error": (ours.get("error") or theirs.get("error")).splitlines()[0]}
-    return {"max_abs_obs_difference": float(np.abs(np.subtract(ours["observations"], theirs["observations"])).max()),
-            "max_abs_reward_difference": float(np.abs(np.subtract(ours["rewards"], theirs["rewards"])).max()),
-            "transitions": len(spec["states"])}
+
+    def compare(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
+        return {"max_abs_obs_difference": float(np.abs(np.subtract(ours["observations"],
+                                                                    theirs["observations"])).max()),
+                "max_abs_reward_difference": float(np.abs(np.subtract(ours["rewards"], theirs["rewards"])).max()),
+                "transitions": len(spec["states"])}
+
+    return compare_envs(MODULE, python, DRIVER, spec, timeout, compare)
 
 
 def steps_to_threshold(run: dict[str, Any]) -> float | None:
@@ -158,81 +162,78 @@ def steps_to_threshold(run: dict[str, Any]) -> float | None:
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    ok = [{**r, "steps_to_threshold": steps_to_threshold(r)} for r in runs if "error" not in r]
-    reached = [r for r in ok if r["steps_to_threshold"] is not None]
-    return {"steps_per_second": median_of(ok, "steps_per_second"), "compile_seconds": median_of(ok, "compile_seconds"),
-            "time_to_budget_seconds": median_of(ok, "wall_seconds"), "final_return": median_of(ok, "final_return"),
-            "steps_to_threshold": median_of(reached, "steps_to_threshold"), "reached": f"{len(reached)}/{len(ok)}",
-            "measured": bool(ok), "runs": runs}
+    """One side's medians (steps to the threshold over the runs that reached it), `reached` and its runs."""
+    ok = ok_runs(runs)
+    reached = [steps for steps in map(steps_to_threshold, ok) if steps is not None]
+    summary = side_summary(runs, {"steps_per_second": "steps_per_second", "compile_seconds": "compile_seconds",
+                                  "time_to_budget_seconds": "wall_seconds", "final_return": "final_return"})
+    return {**summary, "steps_to_threshold": statistics.median(reached) if reached else None,
+            "reached": f"{len(reached)}/{len(ok)}"}
 
 
-def measure_all(shared: Shared, repeats: int, python: str, timeout: float) -> dict[str, Any]:
+def measure_all(shared: Shared, repeats: int, python, timeout: float) -> dict[str, Any]:
     """`repeats` rounds of peer then podrl, each in a fresh process."""
-    runs: dict[str, list[dict[str, Any]]] = {"rejax": [], "podrl": []}
-    for repeat in range(repeats):
-        for side in ("rejax", "podrl"):
-            result = (run_peer(python, peer_spec(shared), timeout, PEER_SCRIPT) if side == "rejax"
-                      else run_child_script(__file__, dataclasses.asdict(shared), timeout))
-            runs[side].append(result)
-            status = result["error"].splitlines()[0] if "error" in result else (
-                f"{result['steps_per_second']:,.0f} steps/s, compile {result['compile_seconds']:.1f} s, "
-                f"to budget {result['wall_seconds']:.1f} s, curve {[round(r) for r in result['eval_returns']]}")
-            print(f"[{repeat + 1}/{repeats}] {side:6s} {status}", file=sys.stderr, flush=True)
+    def run(shared: Shared, side: str) -> dict[str, Any]:
+        if side == "rejax":
+            return run_driver(python, DRIVER, peer_spec(shared), timeout)
+        return run_child(MODULE, dataclasses.asdict(shared), timeout)
+
+    (runs,) = interleave_sides([shared], lambda _: ("rejax", "podrl"), repeats, run, lambda _, side: f"{side:6s}")
     entry = {"shared": dataclasses.asdict(shared), "threshold": THRESHOLD, "differences": list(DIFFERENCES),
              **{side: summarize(side_runs) for side, side_runs in runs.items()}}
     podrl, peer = entry["podrl"], entry["rejax"]
-    both = podrl["measured"] and peer["measured"]
-    entry["steps_ratio"] = podrl["steps_per_second"] / peer["steps_per_second"] if both else None
-    entry["time_to_budget_ratio"] = podrl["time_to_budget_seconds"] / peer["time_to_budget_seconds"] if both else None
+    entry["steps_ratio"] = ratio(podrl["steps_per_second"], peer["steps_per_second"])
+    entry["time_to_budget_ratio"] = ratio(podrl["time_to_budget_seconds"], peer["time_to_budget_seconds"])
     if not podrl["measured"]:  # the peer may be missing (its cells say so); podrl's own side must run
         entry["error"] = "podrl's SAC not measured"
     return entry
 
 
+def side_cells(side: str, s: dict[str, Any]) -> list[str]:
+    """One side's cells of the markdown table."""
+    if not s["measured"]:
+        return [side, "not measured", "", "", "", ""]
+    return [side, fmt(s["steps_per_second"], ",.0f"), fmt(s["compile_seconds"], ".1f"),
+            f"{fmt(s['steps_to_threshold'], ',.0f')} ({s['reached']} runs)", fmt(s["time_to_budget_seconds"], ".1f"),
+            fmt(s["final_return"], ".1f")]
+
+
 def markdown(entry: dict[str, Any], env_check: dict[str, Any]) -> str:
-    lines = ["| side | run-only steps/s | compile s | steps to threshold | time to budget s | final return |",
-             "|---|---:|---:|---:|---:|---:|"]
-    for side in ("rejax", "podrl"):
-        s = entry[side]
-        if not s["measured"]:
-            lines.append(f"| {side} | not measured | | | | |")
-            continue
-        lines.append(f"| {side} | {fmt(s['steps_per_second'], ',.0f')} | {fmt(s['compile_seconds'], '.1f')} | "
-                     f"{fmt(s['steps_to_threshold'], ',.0f')} ({s['reached']} runs) | "
-                     f"{fmt(s['time_to_budget_seconds'], '.1f')} | {fmt(s['final_return'], '.1f')} |")
+    lines = [table(["side", ">run-only steps/s", ">compile s", ">steps to threshold", ">time to budget s",
+                    ">final return"], (side_cells(side, entry[side]) for side in ("rejax", "podrl")))]
     if entry["steps_ratio"] is not None:
         lines.append(f"\npodrl / rejax: {entry['steps_ratio']:.2f}x run-only steps/s, "
                      f"{entry['time_to_budget_ratio']:.2f}x time to budget.")
     check = (f"max |obs difference| {env_check['max_abs_obs_difference']:.2e}, |reward difference| "
              f"{env_check['max_abs_reward_difference']:.2e} over {env_check['transitions']} transitions"
              if "error" not in env_check else f"not checked ({env_check['error']})")
-    loads = [r["load_1m"] for side in ("podrl", "rejax") for r in entry[side]["runs"] if "load_1m" in r]
+    loads = loads_of(r for side in ("podrl", "rejax") for r in entry[side]["runs"])
     budget = entry["shared"]["total_steps"]
     return ("\n".join(lines) + f"\n\nThreshold: mean return >= {THRESHOLD:.0f}; budget {budget:,} "
             f"env steps. Same env: podrl vs gymnax Pendulum-v1 one-step {check}. Remaining differences:\n"
             + "\n".join(f"- {d}" for d in DIFFERENCES) + f"\n\nMedians of each side's runs.{load_note(loads)}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = new_parser(__doc__)
-    parser.add_argument("--repeats", type=int, default=2, help="runs per side (median reported)")
-    parser.add_argument("--peer-python", default=str(PEER_VENV / "bin" / "python"), help="the peer's interpreter")
-    add_child_run_flags(parser, timeout=900.0, quick_help="tiny budgets and networks (smoke test; numbers meaningless)")
-    args = parser.parse_args(argv)
-    if args.child:
-        return run_child(args.child)
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = new_parser(__doc__, quick="tiny budgets and networks (smoke test; numbers meaningless)", repeats=2,
+                        repeats_help="runs per side, interleaved (median reported)", timeout=900.0, child=True)
+    add_peer_flags(parser, (REJAX,))
+    return parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace, start: float) -> int:
+    """The parent: the peer's venv set up (--setup-peer), or the env check and both sides measured."""
+    if args.setup_peer:
+        return setup_peers(args, (REJAX,))
     shared = quick(Shared()) if args.quick else Shared()
-    start = time.perf_counter()
-    env_check = check_env(args.peer_python, args.timeout)
-    entry = measure_all(shared, args.repeats, args.peer_python, args.timeout)
-    wall = time.perf_counter() - start
+    python = peer_python(REJAX, args)
+    env_check = check_env(python, args.timeout)
+    entry = measure_all(shared, args.repeats, python, args.timeout)
+    return finish("bench_peers_sac", args, [entry], markdown(entry, env_check), start, env_check=env_check)
 
-    def document() -> dict[str, Any]:
-        import jax
 
-        return repeats_document([entry], args, wall, jax.__version__, benchmark="bench_peers_sac", env_check=env_check)
-
-    return finish([entry], markdown(entry, env_check), wall, args.out, document)
+def main(argv: list[str] | None = None) -> int:
+    return dispatch(argv, parse_args, child_main, run)
 
 
 if __name__ == "__main__":

@@ -1,27 +1,27 @@
-"""The peer side of `scripts/bench_peers.py`: rejax 0.1.3's PPO on gymnax CartPole-v1.
+"""The peer side of `benchmarks.peer_ppo`: rejax 0.1.3's PPO on gymnax CartPole-v1.
 
-Runs inside the peer's own venv (rejax needs gymnax 0.0.9; see bench_peers.py), never
-imports podrl, and prints one `BENCH_RESULT {json}` line:
+Runs inside the peer's own venv (rejax needs gymnax 0.0.9; see benchmarks/peers/registry.py),
+never imports podrl, and prints one `BENCH_RESULT {json}` line (benchmarks.peers.driver):
 
   compile_seconds    jit(train).lower(key).compile()
   steps_per_second   total_timesteps * num_seeds / the compiled call's seconds (run only)
   final_return       mean return of rejax's own final evaluation (128 episodes per seed)
 
-    python scripts/peers/rejax_ppo.py '{"num_envs": 4, "num_steps": 128, "total_timesteps": 500000, "num_seeds": 1}'
+    python -m benchmarks.peers.rejax_ppo '{"num_envs": 4, "num_steps": 128, "total_timesteps": 500000, "num_seeds": 1}'
     (optional "hidden": [64, 64], the MLP's hidden sizes)
 """
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
 import rejax
 
-# The PPO config podrl's side runs too (bench_peers.SHARED_PPO): CleanRL / PureJaxRL CartPole PPO.
+from benchmarks.peers import driver
+
+# The PPO config podrl's side runs too (benchmarks.peer_ppo): CleanRL / PureJaxRL CartPole PPO.
 PPO = {
     "env": "CartPole-v1", "num_epochs": 4, "num_minibatches": 4, "learning_rate": 2.5e-4, "gamma": 0.99,
     "gae_lambda": 0.95, "clip_eps": 0.2, "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 0.5,
@@ -42,11 +42,10 @@ def cartpole_steps(states: list[list[float]], actions: list[int]) -> list[list[f
     return obs.tolist()
 
 
-def main(spec_json: str) -> int:
-    spec = json.loads(spec_json)
+def measure(spec: dict) -> dict:
+    """The env check's observations (`check_env`), or one compiled training run's timings and final return."""
     if spec.get("check_env"):
-        print("BENCH_RESULT " + json.dumps({"observations": cartpole_steps(spec["states"], spec["actions"])}))
-        return 0
+        return {"observations": cartpole_steps(spec["states"], spec["actions"])}
     total = int(spec["total_timesteps"])
     hidden = [int(h) for h in spec.get("hidden", PPO["agent_kwargs"]["hidden_layer_sizes"])]
     ppo = {**PPO, "agent_kwargs": {**PPO["agent_kwargs"], "hidden_layer_sizes": hidden}}
@@ -54,21 +53,14 @@ def main(spec_json: str) -> int:
                             eval_freq=total)  # one evaluation, at the end
     seeds = int(spec.get("num_seeds", 1))
     keys = jax.random.split(jax.random.key(spec.get("seed", 0)), seeds)
-    train = jax.jit(jax.vmap(algo.train)) if seeds > 1 else jax.jit(algo.train)
-    args = (keys,) if seeds > 1 else (keys[0],)
-    start = time.perf_counter()
-    compiled = train.lower(*args).compile()
-    compile_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    _, (lengths, returns) = jax.block_until_ready(compiled(*args))
-    seconds = time.perf_counter() - start
+    train, key = (jax.vmap(algo.train), keys) if seeds > 1 else (algo.train, keys[0])
+    (_, (_, returns)), compile_seconds, seconds = driver.compile_and_run(train, key)
     final = float(jnp.mean(returns[..., -1, :]))  # [seeds,] num_evals, episodes
-    print("BENCH_RESULT " + json.dumps({
-        "compile_seconds": compile_seconds, "steps_per_second": total * seeds / seconds,
-        "run_seconds": seconds, "final_return": final, "rejax": rejax.__version__ if hasattr(rejax, "__version__")
-        else "0.1.3", "jax_version": jax.__version__, "devices": str(jax.devices()[0].platform)}), flush=True)
-    return 0
+    return {"compile_seconds": compile_seconds, "steps_per_second": total * seeds / seconds,
+            "run_seconds": seconds, "final_return": final,
+            "rejax": rejax.__version__ if hasattr(rejax, "__version__") else "0.1.3",
+            "jax_version": jax.__version__, "devices": str(jax.devices()[0].platform)}
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(driver.main(measure))

@@ -27,19 +27,17 @@ loopback. The table shows that the multi-process machinery runs and counts
 correctly at every size, not the speedup a real pod would get.
 
 Usage:
-  python scripts/bench_scaling.py --out scaling.json --plot scaling.png
-  python scripts/bench_scaling.py --processes 1 2 --layouts anakin
-  python scripts/bench_scaling.py --quick --processes 1 2 --out /tmp/s.json --plot /tmp/s.png   # smoke test
+  python -m benchmarks.scaling --out scaling.json --plot scaling.png
+  python -m benchmarks.scaling --processes 1 2 --layouts anakin
+  python -m benchmarks.scaling --quick --processes 1 2 --out /tmp/s.json --plot /tmp/s.png   # smoke test
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.metadata
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -50,9 +48,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_common import child_env, finish, fmt, load_note, new_parser, utc_timestamp
+from benchmarks.harness import ROOT, child_env, finish, fmt, load_note, loads_of, log_run, new_parser, table
 
-ROOT = Path(__file__).resolve().parents[1]
 LAUNCH = ROOT / "scripts" / "launch_local.py"
 TRAIN = {"anakin": ROOT / "scripts" / "train_anakin.py", "sebulba": ROOT / "scripts" / "train_sebulba.py"}
 DEVICES_PER_PROCESS = 2
@@ -234,17 +231,19 @@ CAPTION = (
 )
 
 
+def table_cells(r: dict[str, Any]) -> list[Any]:
+    """One row's cells of the markdown table."""
+    speedup = fmt(r.get("speedup_vs_1_process"), ".2f")
+    return [r["layout"], r["processes"], r["devices_total"], r["envs_total"],
+            "FAILED" if "error" in r else fmt(r["steps_per_second"], ",.0f"), fmt(r["sps_per_process"], ",.0f"),
+            speedup + ("x" if speedup != "n/a" else "")]
+
+
 def markdown_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| layout | processes | devices total | envs total | SPS | SPS per process | speedup vs 1 process |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        sps = "FAILED" if "error" in r else fmt(r["steps_per_second"], ",.0f")
-        speedup = fmt(r.get("speedup_vs_1_process"), ".2f")
-        lines.append(f"| {r['layout']} | {r['processes']} | {r['devices_total']} | {r['envs_total']} | {sps} | "
-                     f"{fmt(r['sps_per_process'], ',.0f')} | {speedup + ('x' if speedup != 'n/a' else '')} |")
-    loads = [r["load_1m"] for r in rows]
+    text = table(["layout", ">processes", ">devices total", ">envs total", ">SPS", ">SPS per process",
+                  ">speedup vs 1 process"], map(table_cells, rows))
     caption = CAPTION.format(cpus=os.cpu_count(), dpp=DEVICES_PER_PROCESS)
-    return "\n".join(lines) + "\n\n" + caption + load_note(loads, with_cpus=False)
+    return text + "\n\n" + caption + load_note(loads_of(rows), with_cpus=False)
 
 
 def plot(rows: list[dict[str, Any]], path: str) -> None:
@@ -282,29 +281,8 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
     plt.close(fig)
 
 
-def document(rows: list[dict[str, Any]], args: argparse.Namespace, wall: float, load_start: list[float]) -> dict:
-    try:
-        jax_version = importlib.metadata.version("jax")
-    except importlib.metadata.PackageNotFoundError:
-        jax_version = None
-    return {
-        "benchmark": "multi-process weak scaling (scripts/bench_scaling.py)",
-        "jax_version": jax_version,
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "devices_per_process": DEVICES_PER_PROCESS,
-        "timestamp": utc_timestamp(),
-        "quick": args.quick,
-        "load_average_at_start": load_start,
-        "load_average_at_end": list(os.getloadavg()),
-        "wall_seconds": wall,
-        "caption": CAPTION.format(cpus=os.cpu_count(), dpp=DEVICES_PER_PROCESS),
-        "rows": rows,
-    }
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = new_parser(__doc__)
+    parser = new_parser(__doc__, quick="tiny runs (smoke test, numbers meaningless)", timeout=600.0)
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4], help="process counts to run")
     parser.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=list(LAYOUTS), help="layouts to run")
     parser.add_argument("--anakin-env", default="CartPole-v1", help="JAX env of the Anakin runs")
@@ -314,10 +292,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sebulba-envs-per-thread", type=int, default=32, help="Sebulba envs per actor thread")
     parser.add_argument("--rollout-length", type=int, default=32, help="steps per env between updates")
     parser.add_argument("--records", type=int, default=6, help="metrics records per run (the first is dropped)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per launched run")
-    parser.add_argument("--quick", action="store_true", help="tiny runs (smoke test, numbers meaningless)")
     parser.add_argument("--keep-runs", help="copy every run directory (config.json, metrics.jsonl) here")
-    parser.add_argument("--out", help="write the JSON document here")
     parser.add_argument("--plot", help="write the PNG plot here")
     args = parser.parse_args(argv)
     if any(p < 1 for p in args.processes) or args.records < 2:
@@ -334,15 +309,13 @@ def main(argv: list[str] | None = None) -> int:
     for point in plan(args):
         rows.append(run_point(point, args.timeout, args.keep_runs))
         r = rows[-1]
-        status = ("FAILED: " + r["error"]) if "error" in r else f"{r['steps_per_second']:,.0f} steps/s"
-        print(f"{point.layout:8s} processes={point.processes} envs={point.envs_total:4d}: {status} "
-              f"(wall {r['wall_seconds']:.1f} s, {r['records']} records, load {r['load_1m']:.1f})",
-              file=sys.stderr, flush=True)
+        log_run(f"{point.layout:8s} processes={point.processes} envs={point.envs_total:4d} ({r['records']} records)", r)
         if "error" in r:
             print(r["output_tail"], file=sys.stderr, flush=True)
     add_speedups(rows)
-    wall = time.perf_counter() - start
-    code = finish(rows, markdown_table(rows), wall, args.out, lambda: document(rows, args, wall, load_start))
+    code = finish("multi-process weak scaling (benchmarks/scaling.py)", args, rows, markdown_table(rows), start,
+                  devices_per_process=DEVICES_PER_PROCESS, load_average_at_start=load_start,
+                  caption=CAPTION.format(cpus=os.cpu_count(), dpp=DEVICES_PER_PROCESS))
     if args.plot:
         plot(rows, args.plot)
     return code

@@ -1,5 +1,5 @@
-"""The report side of scripts/bench_sebulba.py: JSON rows (medians over repeats), the
-per-update time breakdown, the markdown table and the --out document."""
+"""The report side of benchmarks.sebulba: JSON rows (medians over repeats), the per-update time
+breakdown and the markdown table."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import argparse
 import statistics
 from typing import Any
 
-from bench_common import fmt, load_note, median_of, repeats_document
-from bench_sebulba_measure import ACTOR_STAGES, DEVICES, STAGES
+from benchmarks.harness import fmt, load_note, loads_of, median_of, ok_runs, spread_of, table
+from benchmarks.sebulba_measure import ACTOR_STAGES, DEVICES, STAGES
 
 TARGETS = {"CartPole-v1": 0.50, "ale:Pong": 0.85}
 """Sebulba steps/s as a fraction of the env-only ceiling that the layout should reach."""
@@ -21,8 +21,7 @@ def _median_stages(runs: list[dict[str, Any]]) -> dict[str, float] | None:
 
 def make_row(p, args: argparse.Namespace, ceiling_runs: list, sebulba_runs: list) -> dict[str, Any]:
     """One JSON row: medians over the repeats of the point, with every raw run kept."""
-    ok = [r for r in sebulba_runs if "error" not in r]
-    ceiling_ok = [r for r in ceiling_runs if "error" not in r]
+    ok, ceiling_ok = ok_runs(sebulba_runs), ok_runs(ceiling_runs)
     length = p.rollout_length
     sps, ceiling = median_of(ok, "steps_per_second"), median_of(ceiling_ok, "steps_per_second")
     row: dict[str, Any] = {
@@ -33,6 +32,7 @@ def make_row(p, args: argparse.Namespace, ceiling_runs: list, sebulba_runs: list
                    "hidden_sizes": list(getattr(args, "hidden_sizes", [64, 64])),
                    "vectorization": "sync", "eval_episodes": 0, "logging": None},
         "steps_per_second": sps,
+        "steps_per_second_spread": spread_of(ok, "steps_per_second"),
         "steady_steps_per_second": median_of(ok, "steady_steps_per_second"),
         "compile_seconds": median_of(ok, "compile_seconds"),
         "ceiling_steps_per_second": ceiling,
@@ -92,33 +92,34 @@ def caption(args: argparse.Namespace) -> str:
     )
 
 
+COLUMNS = ["env", "threads x envs", "lag", ">steps/s", ">ceiling steps/s", ">Sebulba/ceiling", ">target", ">compile s",
+           ">cores S/ceil", ">wall ms", ">env ms", ">infer ms", ">put wait ms", ">actor other ms", ">learn ms",
+           ">l.wait ms", ">policy lag", ">traj bytes/step"]
+
+
+def table_cells(r: dict[str, Any]) -> list[str]:
+    """One row's cells of the markdown table."""
+    b = r.get("per_thread_ms_per_update") or {}
+    mark = {True: " (met)", False: " (missed)"}.get(r["meets_target"], "")
+    return [
+        r["env"], f"{r['threads']} x {r['envs_per_thread']}", r["lag"],
+        fmt(r["steps_per_second"], ",.0f") if r["steps_per_second"] else "FAILED",
+        fmt(r["ceiling_steps_per_second"], ",.0f"),
+        fmt(r["fraction_of_ceiling"], ".1%") + mark,
+        fmt(r["target_fraction"], ".0%"),
+        fmt(r["compile_seconds"], ".1f"),
+        f"{fmt(r['cpu_cores_used'], '.2f')}/{fmt(r['ceiling_cpu_cores_used'], '.2f')}",
+        *(fmt(b.get(k), ".1f") for k in ("update_wall", "env_step", "inference", "actor_put_wait",
+                                            "actor_other", "learner_step", "learner_queue_wait")),
+        fmt(r["policy_lag_mean"], ".2f"),
+        fmt((r["trajectory_bytes_per_step"] or {}).get("total"), ",.0f"),
+    ]
+
+
 def markdown_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     """The results as a markdown table with its caption."""
-    lines = [
-        "| env | threads x envs | lag | steps/s | ceiling steps/s | Sebulba/ceiling | target | compile s "
-        "| cores S/ceil | wall ms | env ms | infer ms | put wait ms | actor other ms | learn ms | l.wait ms "
-        "| policy lag | traj bytes/step |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        b = r.get("per_thread_ms_per_update") or {}
-        mark = {True: " (met)", False: " (missed)"}.get(r["meets_target"], "")
-        cells = [
-            r["env"], f"{r['threads']} x {r['envs_per_thread']}", r["lag"],
-            fmt(r["steps_per_second"], ",.0f") if r["steps_per_second"] else "FAILED",
-            fmt(r["ceiling_steps_per_second"], ",.0f"),
-            fmt(r["fraction_of_ceiling"], ".1%") + mark,
-            fmt(r["target_fraction"], ".0%"),
-            fmt(r["compile_seconds"], ".1f"),
-            f"{fmt(r['cpu_cores_used'], '.2f')}/{fmt(r['ceiling_cpu_cores_used'], '.2f')}",
-            *(fmt(b.get(k), ".1f") for k in ("update_wall", "env_step", "inference", "actor_put_wait",
-                                                "actor_other", "learner_step", "learner_queue_wait")),
-            fmt(r["policy_lag_mean"], ".2f"),
-            fmt((r["trajectory_bytes_per_step"] or {}).get("total"), ",.0f"),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    loads = [run["load_1m"] for r in rows for run in r["runs"] + r["ceiling_runs"] if "load_1m" in run]
-    return "\n".join(lines) + "\n\n" + caption(args) + load_note(loads) + bytes_note(rows)
+    loads = loads_of(run for r in rows for run in r["runs"] + r["ceiling_runs"])
+    return table(COLUMNS, map(table_cells, rows)) + "\n\n" + caption(args) + load_note(loads) + bytes_note(rows)
 
 
 def bytes_note(rows: list[dict[str, Any]]) -> str:
@@ -134,10 +135,3 @@ def bytes_note(rows: list[dict[str, Any]]) -> str:
     return (" Trajectory bytes per env step (what the learner receives; next_observation repeats the "
             "observation of the following step): " + "; ".join(notes.values()) + ".")
 
-
-def document(rows: list[dict[str, Any]], args: argparse.Namespace, wall_seconds: float) -> dict[str, Any]:
-    """The JSON document written by --out."""
-    import jax
-
-    return repeats_document(rows, args, wall_seconds, jax.__version__, benchmark="sebulba",
-                            seconds=args.seconds, targets=TARGETS)

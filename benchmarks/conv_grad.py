@@ -11,27 +11,25 @@ convolution). Prints ms per SGD step and compile seconds per row as a markdown t
 after one warm-up call); nothing is asserted.
 
 Usage:
-  python scripts/bench_conv_grad.py --out conv_grad.json
-  python scripts/bench_conv_grad.py --torsos minatar_cnn --steps 4 --repeats 1   # quick
+  python -m benchmarks.conv_grad --out conv_grad.json
+  python -m benchmarks.conv_grad --torsos minatar_cnn --steps 4 --repeats 1
+  python -m benchmarks.conv_grad --quick --torsos minatar_cnn   # smoke test: 2 steps, 1 timed call
 """
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import time
 from typing import Any
 from unittest import mock
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
 
-import flax.linen as nn  # noqa: E402
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-
-from podrl.agents import torsos  # noqa: E402
-from bench_common import finish, fmt, host_fields, new_parser  # noqa: E402
+from benchmarks.harness import finish, fmt, new_parser, table
+from podrl.agents import torsos
 
 # torso -> (observation shape, dtype, minibatch size): the shapes the presets train on.
 TORSOS: dict[str, tuple[tuple[int, ...], Any, int]] = {
@@ -76,28 +74,30 @@ def measure(name: str, conv: str, loop: str, steps: int, repeats: int) -> dict[s
             "ms_per_step": ms, "samples_per_s": batch / ms * 1e3, "compile_s": compile_s}
 
 
-def table(rows: list[dict[str, Any]]) -> str:
+def markdown_table(rows: list[dict[str, Any]]) -> str:
     """Markdown: one line per row; podrl rows also give XLA's ms per step over theirs (same torso, loop)."""
     xla_ms = {(r["torso"], r["loop"]): r["ms_per_step"] for r in rows if r["conv"] == "xla"}
-    lines = ["| torso | batch | loop | conv | ms per SGD step | samples/s | compile s | xla / podrl |",
-             "|---|---:|---|---|---:|---:|---:|---:|"]
-    for r in rows:
+
+    def cells(r: dict[str, Any]) -> list[Any]:
         base = xla_ms.get((r["torso"], r["loop"])) if r["conv"] == "podrl" else None
         speedup = f"{base / r['ms_per_step']:.1f}x" if base else ""
-        lines.append(f"| {r['torso']} | {r['batch']} | {r['loop']} | {r['conv']} | {fmt(r['ms_per_step'], '.1f')} "
-                     f"| {fmt(r['samples_per_s'], ',.0f')} | {fmt(r['compile_s'], '.1f')} | {speedup} |")
-    return "\n".join(lines)
+        return [r["torso"], r["batch"], r["loop"], r["conv"], fmt(r["ms_per_step"], ".1f"),
+                fmt(r["samples_per_s"], ",.0f"), fmt(r["compile_s"], ".1f"), speedup]
+
+    return table(["torso", ">batch", "loop", "conv", ">ms per SGD step", ">samples/s", ">compile s", ">xla / podrl"],
+                 map(cells, rows))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = new_parser(__doc__)
+    parser = new_parser(__doc__, quick="2 SGD steps per call, 1 timed call per row (smoke test, numbers meaningless)",
+                        repeats=3, repeats_help="timed calls per row (median)")
     parser.add_argument("--torsos", nargs="+", choices=sorted(TORSOS), default=list(TORSOS))
     parser.add_argument("--steps", type=int, default=8, help="SGD steps (minibatches) per call")
-    parser.add_argument("--repeats", type=int, default=3, help="timed calls per row (median)")
-    parser.add_argument("--out", default=None, help="write the JSON document here")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.repeats < 1:
         parser.error("--steps and --repeats must be positive")
+    if args.quick:
+        args.steps, args.repeats = 2, 1
     start = time.perf_counter()
     rows = []
     for name in args.torsos:
@@ -107,10 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 r = rows[-1]
                 print(f"{name} {loop} {conv}: {r['ms_per_step']:.1f} ms/step, compile {r['compile_s']:.1f} s",
                       file=sys.stderr, flush=True)
-    wall = time.perf_counter() - start
-    return finish(rows, table(rows), wall, args.out, lambda: {
-        "benchmark": "conv_grad", **host_fields(jax.__version__), "steps": args.steps, "repeats": args.repeats,
-        "wall_seconds": wall, "load_average_at_end": list(os.getloadavg()), "rows": rows})
+    return finish("conv_grad", args, rows, markdown_table(rows), start, steps=args.steps)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
-"""The peer side of `scripts/bench_peers_sac.py`: rejax 0.1.3's SAC on gymnax Pendulum-v1.
+"""The peer side of `benchmarks.peer_sac`: rejax 0.1.3's SAC on gymnax Pendulum-v1.
 
-Runs inside the peer's own venv (rejax needs gymnax 0.0.9; see bench_peers.py), never
-imports podrl, and prints one `BENCH_RESULT {json}` line:
+Runs inside the peer's own venv (rejax needs gymnax 0.0.9; see benchmarks/peers/registry.py),
+never imports podrl, and prints one `BENCH_RESULT {json}` line (benchmarks.peers.driver):
 
   compile_seconds    jit(train).lower(key).compile()
   steps_per_second   total_timesteps / the compiled call's seconds (run only; its evaluations included)
@@ -9,22 +9,22 @@ imports podrl, and prints one `BENCH_RESULT {json}` line:
   eval_returns       mean return of each evaluation (128 episodes)
   final_return       the last of them
 
-    python scripts/peers/rejax_sac.py '{"num_envs": 4, "total_timesteps": 20480, "eval_freq": 2048,
+    python -m benchmarks.peers.rejax_sac '{"num_envs": 4, "total_timesteps": 20480, "eval_freq": 2048,
         "num_epochs": 4, "buffer_size": 131072, "fill_buffer": 2048, "batch_size": 256,
         "learning_rate": 3e-4, "gamma": 0.99, "polyak": 0.99, "hidden": [64, 64]}'
-    python scripts/peers/rejax_sac.py '{"check_env": true, "states": [[0.1, 0.2]], "actions": [0.5]}'
+    python -m benchmarks.peers.rejax_sac '{"check_env": true, "states": [[0.1, 0.2]], "actions": [0.5]}'
 """
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import rejax
+
+from benchmarks.peers import driver
 
 CONFIG_FIELDS = ("num_envs", "num_epochs", "buffer_size", "fill_buffer", "batch_size", "learning_rate", "gamma",
                  "polyak", "total_timesteps", "eval_freq")
@@ -50,12 +50,7 @@ def train(spec: dict) -> dict:
     algo = rejax.SAC.create(env="Pendulum-v1", **config, skip_initial_evaluation=True,
                             agent_kwargs={"activation": "relu", "hidden_layer_sizes": [int(h) for h in spec["hidden"]]})
     key = jax.random.key(spec.get("seed", 0))
-    start = time.perf_counter()
-    compiled = jax.jit(algo.train).lower(key).compile()
-    compile_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    _, (_, returns) = jax.block_until_ready(compiled(key))
-    seconds = time.perf_counter() - start
+    (_, (_, returns)), compile_seconds, seconds = driver.compile_and_run(algo.train, key)
     curve = np.asarray(returns).mean(axis=-1)  # [num_evals, episodes] -> [num_evals]
     freq = int(np.ceil(config["eval_freq"] / config["num_envs"])) * config["num_envs"]
     return {"compile_seconds": compile_seconds, "run_seconds": seconds,
@@ -63,12 +58,10 @@ def train(spec: dict) -> dict:
             "eval_returns": curve.tolist(), "final_return": float(curve[-1]), "jax_version": jax.__version__}
 
 
-def main(spec_json: str) -> int:
-    spec = json.loads(spec_json)
-    result = pendulum_steps(spec["states"], spec["actions"]) if spec.get("check_env") else train(spec)
-    print("BENCH_RESULT " + json.dumps(result), flush=True)
-    return 0
+def measure(spec: dict) -> dict:
+    """The env check's observations and rewards (`check_env`), or one training run."""
+    return pendulum_steps(spec["states"], spec["actions"]) if spec.get("check_env") else train(spec)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(driver.main(measure))

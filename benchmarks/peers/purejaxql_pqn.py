@@ -1,26 +1,26 @@
-"""The peer side of the MinAtar PQN row of `scripts/bench_peer_programs.py`: purejaxql's PQN.
+"""The peer side of the MinAtar PQN row of `benchmarks.peer_programs`: purejaxql's PQN.
 
-Runs inside the purejaxql venv (jax 0.4.38, gymnax 0.0.9; see scripts/peers/registry.py),
+Runs inside the purejaxql venv (jax 0.4.38, gymnax 0.0.9; see benchmarks/peers/registry.py),
 from a purejaxql source tree (`src`, default ~/.cache/podrl/peer-src/purejaxql), never imports
 podrl. It imports the tree's own `purejaxql/pqn_minatar.py` and calls its `make_train(config)`
 with its own `config/alg/pqn_minatar.yaml` values (podrl's `agent:pqn` side is given the same),
 wandb off, its in-training test rollouts off (podrl's side evaluates once, after training).
-Prints one `BENCH_RESULT {json}` line:
+Prints one `BENCH_RESULT {json}` line (benchmarks.peers.driver):
 
   compile_seconds    jit(train).lower(key).compile()
   steps_per_second   TOTAL_TIMESTEPS / the compiled call's seconds (run only)
   final_return       mean over the last 10% of updates of its LogWrapper `returned_episode_returns`
                      metric (per update: each env's last finished episode, averaged over steps and envs)
 
-    python scripts/peers/purejaxql_pqn.py '{"env": "Breakout-MinAtar", "total_timesteps": 131072}'
+    python -m benchmarks.peers.purejaxql_pqn '{"env": "Breakout-MinAtar", "total_timesteps": 131072}'
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
+
+from benchmarks.peers import driver
 
 MINATAR_PQN = {
     "NUM_ENVS": 128, "NUM_STEPS": 32, "EPS_START": 1.0, "EPS_FINISH": 0.05, "EPS_DECAY": 0.1,
@@ -31,8 +31,8 @@ MINATAR_PQN = {
 """purejaxql config/alg/pqn_minatar.yaml, except the in-training tests (off) and wandb (disabled)."""
 
 
-def main(spec_json: str) -> int:
-    spec = json.loads(spec_json)
+def measure(spec: dict) -> dict:
+    """Compiles and runs purejaxql's PQN once on `spec` (env, total_timesteps, decay_timesteps, seed, src)."""
     src = os.path.expanduser(spec.get("src", "~/.cache/podrl/peer-src/purejaxql"))
     sys.path.insert(0, src)
     import jax
@@ -43,21 +43,13 @@ def main(spec_json: str) -> int:
     total = int(spec["total_timesteps"])
     config = {**MINATAR_PQN, "ENV_NAME": spec.get("env", "Breakout-MinAtar"), "TOTAL_TIMESTEPS": total,
               "TOTAL_TIMESTEPS_DECAY": int(spec.get("decay_timesteps", total))}
-    train = jax.jit(pqn_minatar.make_train(config))
     key = jax.random.PRNGKey(int(spec.get("seed", 0)))
-    start = time.perf_counter()
-    compiled = train.lower(key).compile()
-    compile_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    out = jax.block_until_ready(compiled(key))
-    seconds = time.perf_counter() - start
+    out, compile_seconds, seconds = driver.compile_and_run(pqn_minatar.make_train(config), key)
     returns = out["metrics"]["returned_episode_returns"]  # [updates]: NaN-free mean per update
     tail = max(1, returns.shape[0] // 10)
-    print("BENCH_RESULT " + json.dumps({
-        "compile_seconds": compile_seconds, "steps_per_second": total / seconds, "run_seconds": seconds,
-        "final_return": float(jnp.mean(returns[-tail:])), "jax_version": jax.__version__}), flush=True)
-    return 0
+    return {"compile_seconds": compile_seconds, "steps_per_second": total / seconds, "run_seconds": seconds,
+            "final_return": float(jnp.mean(returns[-tail:])), "jax_version": jax.__version__}
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(driver.main(measure))

@@ -20,16 +20,20 @@ calls only (compile excluded); env-only steps/s are measured after an ahead-of-t
 `.lower().compile()`, whose seconds are the compile figure.
 
 The table gives, on env-only rows, the fraction of the env ceiling that training reaches.
-For podrl against a peer (rejax's PPO) timed in the same run, see scripts/bench_peers.py;
+For podrl against a peer (rejax's PPO) timed in the same run, see benchmarks/peer_ppo.py;
 no row here is compared with a figure from another run. Nothing is asserted about timings.
 
 Usage:
-  python scripts/bench_anakin.py                                   # full run, 1 and 2 devices
-  python scripts/bench_anakin.py --out bench.json --repeats 3      # median of 3 runs per row
-  python scripts/bench_anakin.py --devices 1 2 4 --throughput-steps 4000000
-  python scripts/bench_anakin.py --agents ppo,pqn                  # training rows for PPO and PQN
-  python scripts/bench_anakin.py --quick --out /tmp/smoke.json     # tiny smoke test
-  python scripts/bench_anakin.py --population-rows                 # adds the population rows
+  python -m benchmarks.anakin                                   # full run, 1 and 2 devices
+  python -m benchmarks.anakin --out bench.json --repeats 3      # median of 3 runs per row
+  python -m benchmarks.anakin --devices 1 2 4 --throughput-steps 4000000
+  python -m benchmarks.anakin --agents ppo,pqn                  # training rows for PPO and PQN
+  python -m benchmarks.anakin --quick --out /tmp/smoke.json     # tiny smoke test
+  python -m benchmarks.anakin --population-rows                 # adds the population rows
+
+The training and env-only measurements (`Measurement`, `measure_training`, `measure_env_only`) and
+`measure_all` serve benchmarks.minatar, benchmarks.brax, benchmarks.mesh_floor and
+benchmarks.peer_ppo too: their children run this module's `--child`.
 """
 
 from __future__ import annotations
@@ -41,8 +45,11 @@ import sys
 import time
 from typing import Any
 
-from bench_common import (add_child_run_flags, configure_cpu_devices, emit_result, finish, fmt, load_note, median_of,
-                          new_parser, repeats_document, run_child_script)
+from benchmarks.harness import (configure_cpu_devices, dispatch, emit_result, finish, fmt, interleave, load_note,
+                                loads_of, median_of, new_parser, ok_runs, run_child, spread_of, table)
+
+MODULE = "benchmarks.anakin"
+"""The module whose `--child` runs a `Measurement` (this one, also for the benchmarks that reuse it)."""
 
 TRAIN_ROWS = ("a_reference", "b_throughput", "d_population")
 POPULATION_SIZES = (1, 8, 32)
@@ -53,7 +60,7 @@ ENV_NAME = "CartPole-v1"
 class Measurement:
     """One benchmark row: what runs, on how many devices, for how many env steps."""
 
-    name: str  # a_reference | b_throughput | c_env_only (scripts/bench_minatar.py: ppo | env_only)
+    name: str  # a_reference | b_throughput | c_env_only (benchmarks.minatar: ppo | env_only)
     devices: int
     num_envs: int
     rollout_length: int  # steps per env between updates; env-only: a compiled chunk scans
@@ -69,7 +76,7 @@ class Measurement:
     agent: str = "ppo"  # training: a name in agents.AGENTS, trained with its config defaults
     population: int = 0  # training: population members (an lr sweep) instead of seeds; 0 = none
     hidden_sizes: tuple[int, ...] | None = None  # training: the MLP's hidden sizes; None = the agent's default
-    agent_fields: dict[str, Any] | None = None  # training: more agent-config fields (a preset's, scripts/bench_brax.py)
+    agent_fields: dict[str, Any] | None = None  # training: more agent-config fields (a preset's, benchmarks.brax)
 
     @property
     def is_training(self) -> bool:
@@ -204,7 +211,7 @@ def measure_env_only(m: Measurement) -> dict[str, Any]:
     }
 
 
-def run_child(spec_json: str) -> int:
+def child_main(spec_json: str) -> int:
     """Child entry point: one measurement, printed as one RESULT_PREFIX line."""
     m = Measurement(**json.loads(spec_json))
     configure_cpu_devices(m.devices)
@@ -236,11 +243,6 @@ def plan(args: argparse.Namespace) -> list[Measurement]:
     return rows
 
 
-def run_once(m: Measurement, timeout: float) -> dict[str, Any]:
-    """Runs `m` in a fresh Python process; returns its result (or an `error`)."""
-    return run_child_script(__file__, dataclasses.asdict(m), timeout)
-
-
 def describe(m: Measurement) -> dict[str, Any]:
     """The `config` field of a row."""
     if m.is_training:
@@ -256,11 +258,12 @@ def describe(m: Measurement) -> dict[str, Any]:
 
 def summarize(m: Measurement, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One row: the medians over `runs` of `m`, with every raw run kept."""
-    ok = [r for r in runs if "error" not in r]
+    ok = ok_runs(runs)
     row = {
         "name": m.name, "config": describe(m), "devices": m.devices,
         "num_envs": m.num_envs, "rollout_length": m.rollout_length,
         "steps_per_second": median_of(ok, "steps_per_second"),
+        "steps_per_second_spread": spread_of(ok, "steps_per_second"),
         "compile_seconds": median_of(ok, "compile_seconds"),
         "runs": runs,
     }
@@ -270,24 +273,12 @@ def summarize(m: Measurement, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def measure_all(plan_: list[Measurement], repeats: int, timeout: float) -> list[dict[str, Any]]:
-    """Runs every measurement `repeats` times, interleaved (rows inner, repeats outer),
-    so a burst of load from other processes does not land on all runs of one row."""
-    runs: list[list[dict[str, Any]]] = [[] for _ in plan_]
-    for repeat in range(repeats):
-        for m, row_runs in zip(plan_, runs):
-            row_runs.append(run_once(m, timeout))
-            print(f"[{repeat + 1}/{repeats}] {m.name:13s} {m.agent if m.is_training else '':6s} "
-                  f"devices={m.devices} envs={m.num_envs:5d}: "
-                  f"{run_status(row_runs[-1])}", file=sys.stderr, flush=True)
+    """Runs every measurement `repeats` times in child processes, interleaved (rows inner, repeats outer);
+    one summarized row per measurement."""
+    runs = interleave(plan_, repeats, lambda m, _: run_child(MODULE, dataclasses.asdict(m), timeout),
+                      lambda m: f"{m.name:13s} {m.agent if m.is_training else '':6s} devices={m.devices} "
+                                f"envs={m.num_envs:5d}")
     return [summarize(m, row_runs) for m, row_runs in zip(plan_, runs)]
-
-
-def run_status(run: dict[str, Any]) -> str:
-    """A one-line account of one run, for the progress log."""
-    if "error" in run:
-        return "FAILED: " + run["error"].splitlines()[0]
-    return (f"{run['steps_per_second']:,.0f} steps/s, compile {run['compile_seconds']:.2f} s, "
-            f"wall {run['wall_seconds']:.1f} s, load {run['load_1m']:.1f}")
 
 
 def add_ratios(rows: list[dict[str, Any]]) -> None:
@@ -313,35 +304,26 @@ CAPTION = (
     "train/ceiling (env-only rows) = training steps/s (of the first agent listed) / env-only steps/s "
     "at the same env count and devices, from this run. Compile = AOT compile of the train call "
     "(env-only: of the scan chunk). "
-    "podrl against a peer measured in the same run: scripts/bench_peers.py."
+    "podrl against a peer measured in the same run: benchmarks/peer_ppo.py."
 )
+
+
+def table_cells(r: dict[str, Any]) -> list[str]:
+    """One row's cells of the markdown table."""
+    return [
+        r["name"] + (f" ({r['config']['population']} members)" if "population" in r["config"] else ""),
+        str(r["devices"]), r["config"].get("agent") or "", f"{r['num_envs']} x {r['rollout_length']}",
+        fmt(r["steps_per_second"], ",.0f") if "error" not in r else "FAILED",
+        fmt(r["compile_seconds"], ".2f"),
+        "" if r["name"] in TRAIN_ROWS else fmt(r.get("training_fraction_of_ceiling"), ".1%"),
+    ]
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     """The results as a markdown table with its caption."""
-    lines = [
-        "| row | devices | agent | envs x steps | steps/s | compile s | train/ceiling |",
-        "|---|---:|---|---|---:|---:|---:|",
-    ]
-    for r in rows:
-        ratio = r.get("training_fraction_of_ceiling")
-        cells = [
-            r["name"] + (f" ({r['config']['population']} members)" if "population" in r["config"] else ""),
-            str(r["devices"]), r["config"].get("agent") or "", f"{r['num_envs']} x {r['rollout_length']}",
-            fmt(r["steps_per_second"], ",.0f") if "error" not in r else "FAILED",
-            fmt(r["compile_seconds"], ".2f"),
-            "" if r["name"] in TRAIN_ROWS else fmt(ratio, ".1%"),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    loads = [run["load_1m"] for r in rows for run in r["runs"]]
-    return "\n".join(lines) + "\n\n" + CAPTION + load_note(loads)
-
-
-def document(rows: list[dict[str, Any]], args: argparse.Namespace, wall_seconds: float) -> dict[str, Any]:
-    """The JSON document written by --out."""
-    import jax
-
-    return repeats_document(rows, args, wall_seconds, jax.__version__)
+    text = table(["row", ">devices", "agent", "envs x steps", ">steps/s", ">compile s", ">train/ceiling"],
+                 map(table_cells, rows))
+    return text + "\n\n" + CAPTION + load_note(loads_of(run for r in rows for run in r["runs"]))
 
 
 def agent_names(text: str) -> tuple[str, ...]:
@@ -356,31 +338,30 @@ def agent_names(text: str) -> tuple[str, ...]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = new_parser(__doc__)
+    parser = new_parser(__doc__, quick="tiny step counts (smoke test, numbers meaningless)", repeats=1,
+                        timeout=900.0, child=True)
     parser.add_argument("--devices", type=int, nargs="+", default=[1, 2], help="device counts to run each row on")
-    parser.add_argument("--repeats", type=int, default=1, help="runs per row; the median is reported")
     parser.add_argument("--throughput-steps", type=int, default=4_000_000, help="total env steps of row (b)")
     parser.add_argument("--population-rows", action="store_true",
                         help="add d_population rows: PPO populations of 1, 8 and 32 members")
     parser.add_argument("--env-min-seconds", type=float, default=1.0, help="env-only rows step at least this long")
     parser.add_argument("--agents", type=agent_names, default=("ppo",),
                         help="comma-separated agents (names in agents.AGENTS) whose training rows are measured")
-    add_child_run_flags(parser, timeout=900.0, quick_help="tiny step counts (smoke test, numbers meaningless)")
     args = parser.parse_args(argv)
     if args.repeats < 1 or any(d < 1 for d in args.devices):
         parser.error("--repeats and --devices must be positive")
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.child:
-        return run_child(args.child)
-    start = time.perf_counter()
+def run(args: argparse.Namespace, start: float) -> int:
+    """The parent: every row measured, the table printed, the document written."""
     rows = measure_all(plan(args), args.repeats, args.timeout)
     add_ratios(rows)
-    wall = time.perf_counter() - start
-    return finish(rows, markdown_table(rows), wall, args.out, lambda: document(rows, args, wall))
+    return finish("anakin", args, rows, markdown_table(rows), start)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return dispatch(argv, parse_args, child_main, run)
 
 
 if __name__ == "__main__":

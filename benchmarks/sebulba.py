@@ -31,20 +31,20 @@ on CartPole-v1) and where one update's time goes. Sebulba runs are sized from th
 ceiling measured just before them (`--seconds` of steady state if Sebulba ran at
 half the ceiling), so a slow Sebulba point runs longer, not shorter.
 
-This script plans the grid, runs every measurement in a child process
-(scripts/bench_sebulba_measure.py, the child side), and reports
-(scripts/bench_sebulba_report.py: rows, table, JSON document).
+This module plans the grid, runs every measurement in a child process
+(benchmarks.sebulba_measure, the child side), and reports
+(benchmarks.sebulba_report: rows, table, JSON document).
 
 Usage:
-  python scripts/bench_sebulba.py                                  # full grid, lag 1
-  python scripts/bench_sebulba.py --out bench.json --repeats 3     # median of 3 runs per point
-  python scripts/bench_sebulba.py --lag 0 1 async --envs CartPole-v1
-  python scripts/bench_sebulba.py --envs ale:Pong --threads 1 --num-envs 16
-  python scripts/bench_sebulba.py --envs ale:Pong --threads 1 --num-envs 8 --num-epochs 1 --num-minibatches 1 \
-      --updates 4 --out atari.json                                 # Atari on a small CPU: a tiny run
-  python scripts/bench_sebulba.py --envs envpool:CartPole-v1 --threads 1 --num-envs 256 --hidden-sizes 8
-                                                                   # inference nearly free: pipeline vs ceiling
-  python scripts/bench_sebulba.py --quick --envs CartPole-v1 --out /tmp/smoke.json   # smoke test
+  python -m benchmarks.sebulba                                  # full grid, lag 1
+  python -m benchmarks.sebulba --out bench.json --repeats 3     # median of 3 runs per point
+  python -m benchmarks.sebulba --lag 0 1 async --envs CartPole-v1
+  python -m benchmarks.sebulba --envs ale:Pong --threads 1 --num-envs 16
+  python -m benchmarks.sebulba --envs ale:Pong --threads 1 --num-envs 8 --num-epochs 1 --num-minibatches 1 \
+      --updates 4 --out atari.json                              # Atari on a small CPU: a tiny run
+  python -m benchmarks.sebulba --envs envpool:CartPole-v1 --threads 1 --num-envs 256 --hidden-sizes 8
+                                                                # inference nearly free: pipeline vs ceiling
+  python -m benchmarks.sebulba --quick --envs CartPole-v1 --out /tmp/smoke.json   # smoke test
 """
 
 from __future__ import annotations
@@ -53,12 +53,13 @@ import argparse
 import dataclasses
 import math
 import sys
-import time
 from typing import Any
 
-from bench_common import add_child_run_flags, finish, new_parser, run_child_script
-from bench_sebulba_measure import Measurement, run_child
-from bench_sebulba_report import document, make_row, markdown_table
+from benchmarks.harness import dispatch, finish, interleave, log_run, new_parser, run_child
+from benchmarks.sebulba_measure import Measurement, child_main
+from benchmarks.sebulba_report import TARGETS, make_row, markdown_table
+
+MODULE = "benchmarks.sebulba"
 
 GRID = {"CartPole-v1": ((1, 2), (16, 64, 128)), "ale:Pong": ((1, 2), (8, 16))}
 """Default grid per env: (actor threads, envs per thread)."""
@@ -122,44 +123,35 @@ def ceiling_measurement(p: Point, args: argparse.Namespace) -> Measurement:
 
 def run_once(m: Measurement, timeout: float) -> dict[str, Any]:
     """Runs `m` in a fresh Python process; returns its result (or an `error`, no load after a timeout)."""
-    return run_child_script(__file__, dataclasses.asdict(m), timeout, load_on_timeout=False)
+    return run_child(MODULE, dataclasses.asdict(m), timeout, load_on_timeout=False)
 
 
-def run_status(run: dict[str, Any]) -> str:
-    """A one-line account of one run, for the progress log."""
-    if "error" in run:
-        return "FAILED: " + run["error"].splitlines()[0]
-    extra = f", compile {run['compile_seconds']:.1f} s" if "compile_seconds" in run else ""
-    return (f"{run['steps_per_second']:,.0f} steps/s{extra}, wall {run['wall_seconds']:.1f} s, "
-            f"load {run['load_1m']:.1f}")
-
-
-def measure_all(points: list[Point], args: argparse.Namespace) -> tuple[dict, dict]:
-    """Runs every point `--repeats` times, interleaved (points inner, repeats outer).
+def measure_all(points: list[Point], args: argparse.Namespace) -> tuple[dict, list[list[dict[str, Any]]]]:
+    """Runs every point `--repeats` times, interleaved (points inner, repeats outer): `(ceiling runs by
+    ceiling key, each point's Sebulba runs)`.
 
     Each Sebulba run follows the ceiling of its point measured in the same repeat
     (a ceiling shared by several lags is measured once per repeat).
     """
     ceilings: dict[tuple, list[dict[str, Any]]] = {p.ceiling_key: [] for p in points}
-    sebulba: dict[Point, list[dict[str, Any]]] = {p: [] for p in points}
-    for repeat in range(args.repeats):
-        tag = f"[{repeat + 1}/{args.repeats}]"
-        for p in points:
-            runs = ceilings[p.ceiling_key]
-            if len(runs) <= repeat:
-                runs.append(run_once(ceiling_measurement(p, args), args.timeout))
-                print(f"{tag} ceiling {p.env:12s} {p.threads} x {p.envs_per_thread:4d}: {run_status(runs[-1])}",
-                      file=sys.stderr, flush=True)
-            ceiling_sps = runs[-1].get("steps_per_second")
-            m = sebulba_measurement(p, args, ceiling_sps)
-            sebulba[p].append({**run_once(m, args.timeout), "total_steps": m.total_steps})
-            print(f"{tag} sebulba {p.env:12s} {p.threads} x {p.envs_per_thread:4d} lag={p.lag}: "
-                  f"{run_status(sebulba[p][-1])}", file=sys.stderr, flush=True)
-    return ceilings, sebulba
+
+    def run(p: Point, repeat: int) -> dict[str, Any]:
+        runs = ceilings[p.ceiling_key]
+        if len(runs) <= repeat:
+            runs.append(run_once(ceiling_measurement(p, args), args.timeout))
+            log_run(f"[{repeat + 1}/{args.repeats}] ceiling {p.env:12s} {p.threads} x {p.envs_per_thread:4d}", runs[-1])
+        m = sebulba_measurement(p, args, runs[-1].get("steps_per_second"))
+        return {**run_once(m, args.timeout), "total_steps": m.total_steps}
+
+    def label(p: Point) -> str:
+        return f"sebulba {p.env:12s} {p.threads} x {p.envs_per_thread:4d} lag={p.lag}"
+
+    return ceilings, interleave(points, args.repeats, run, label)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = new_parser(__doc__)
+    parser = new_parser(__doc__, quick="tiny runs (smoke test, numbers meaningless)", repeats=1, timeout=600.0,
+                        child=True)
     parser.add_argument("--envs", nargs="+", default=list(GRID), help="host envs to benchmark (make_host_env names)")
     parser.add_argument("--threads", type=int, nargs="+", help="actor threads (default: the env's grid)")
     parser.add_argument("--num-envs", type=int, nargs="+", help="envs per thread (default: the env's grid)")
@@ -174,8 +166,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ceiling-seconds", type=float, default=5.0, help="env-only runs step this long")
     parser.add_argument("--updates", type=int,
                         help="Sebulba runs exactly this many updates (default: sized by --seconds)")
-    parser.add_argument("--repeats", type=int, default=1, help="runs per point; the median is reported")
-    add_child_run_flags(parser, timeout=600.0, quick_help="tiny runs (smoke test, numbers meaningless)")
     args = parser.parse_args(argv)
     if args.child:
         return args
@@ -190,16 +180,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.child:
-        return run_child(args.child)
-    start = time.perf_counter()
+def run(args: argparse.Namespace, start: float) -> int:
+    """The parent: every point measured, the table printed, the document written."""
     points = plan(args)
     ceilings, sebulba = measure_all(points, args)
-    rows = [make_row(p, args, ceilings[p.ceiling_key], sebulba[p]) for p in points]
-    wall = time.perf_counter() - start
-    return finish(rows, markdown_table(rows, args), wall, args.out, lambda: document(rows, args, wall))
+    rows = [make_row(p, args, ceilings[p.ceiling_key], runs) for p, runs in zip(points, sebulba)]
+    return finish("sebulba", args, rows, markdown_table(rows, args), start, seconds=args.seconds, targets=TARGETS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return dispatch(argv, parse_args, child_main, run)
 
 
 if __name__ == "__main__":

@@ -1,26 +1,28 @@
-"""The peer side of the Sebulba row of `scripts/bench_peer_programs.py`: Stoix's Sebulba PPO.
+"""The peer side of the Sebulba row of `benchmarks.peer_programs`: Stoix's Sebulba PPO.
 
-Runs inside the Stoix venv (jax 0.5.3; see scripts/peers/registry.py), from a Stoix source
-tree (`--src`, default ~/.cache/podrl/peer-src/stoix), never imports podrl. It composes
+Runs inside the Stoix venv (jax 0.5.3; see benchmarks/peers/registry.py), from a Stoix source
+tree (`src`, default ~/.cache/podrl/peer-src/stoix), never imports podrl. It composes
 Stoix's own hydra config `default/sebulba/default_ff_ppo` with the overrides below, and runs
 its `stoix.systems.ppo.sebulba.ff_ppo.run_experiment` unchanged on 2 CPU JAX devices (actor
 device 0, learner device 1). The only thing added is a clock: Stoix's learner step is wrapped
 so that each update's end is stamped after `jax.block_until_ready` of its output (podrl's
-learner fetches its metrics every update, the same sync). Prints one `BENCH_RESULT {json}`:
+learner fetches its metrics every update, the same sync). Prints one `BENCH_RESULT {json}`
+(benchmarks.peers.driver):
 
   steps_per_second   env steps of updates 2..N / seconds from the end of update 1 to the end of N
   first_update_s     process-relative seconds at the end of update 1 (both programs' compiles)
   final_return       Stoix's final evaluation (its `run_experiment` return value)
 
-    python scripts/peers/stoix_sebulba_ppo.py '{"num_envs": 16, "rollout_length": 32, "updates": 40}'
+    python -m benchmarks.peers.stoix_sebulba_ppo '{"num_envs": 16, "rollout_length": 32, "updates": 40}'
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
+
+from benchmarks.peers import driver
 
 START = time.perf_counter()
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
@@ -50,8 +52,8 @@ def overrides(spec: dict) -> list[str]:
     ]
 
 
-def main(spec_json: str) -> int:
-    spec = json.loads(spec_json)
+def measure(spec: dict) -> dict:
+    """Runs Stoix's Sebulba PPO once on `spec` (see `overrides`); its clocked steps/s and final return."""
     src = os.path.expanduser(spec.get("src", "~/.cache/podrl/peer-src/stoix"))
     os.chdir(src)  # Stoix's configs name their search path relative to its source root
     sys.path.insert(0, src)
@@ -82,12 +84,10 @@ def main(spec_json: str) -> int:
     final = float(ff_ppo.run_experiment(config))
     steps_per_update = spec["num_envs"] * spec["rollout_length"]
     seconds = stamps[-1] - stamps[0]
-    print("BENCH_RESULT " + json.dumps({
-        "steps_per_second": steps_per_update * (len(stamps) - 1) / seconds, "updates": len(stamps),
-        "first_update_s": stamps[0] - START, "final_return": final, "jax_version": jax.__version__,
-        "devices": len(jax.devices())}), flush=True)
-    return 0
+    return {"steps_per_second": steps_per_update * (len(stamps) - 1) / seconds, "updates": len(stamps),
+            "first_update_s": stamps[0] - START, "final_return": final, "jax_version": jax.__version__,
+            "devices": len(jax.devices())}
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(driver.main(measure))

@@ -1,6 +1,6 @@
-"""The peer side of the MinAtar PPO row of `scripts/bench_peer_programs.py`: PureJaxRL's `ppo.py`.
+"""The peer side of the MinAtar PPO row of `benchmarks.peer_programs`: PureJaxRL's `ppo.py`.
 
-Runs inside the PureJaxRL venv (jax 0.4.38, gymnax 0.0.9; see scripts/peers/registry.py),
+Runs inside the PureJaxRL venv (jax 0.4.38, gymnax 0.0.9; see benchmarks/peers/registry.py),
 from a PureJaxRL source tree (`src`, default ~/.cache/podrl/peer-src/purejaxrl), never imports
 podrl. It imports the tree's own `purejaxrl/ppo.py` and calls its `make_train(config)` with
 gymnax-blines' MinAtar PPO config (the values of podrl's `--preset minatar-ppo`). Two things
@@ -12,22 +12,22 @@ are set from here, not by editing the peer's file:
   - `purejaxrl/wrappers.py` imports brax and navix at its top for wrappers this row does not
     use; empty stand-in modules are registered for them so the venv needs neither.
 
-Prints one `BENCH_RESULT {json}` line:
+Prints one `BENCH_RESULT {json}` line (benchmarks.peers.driver):
 
   compile_seconds    jit(train).lower(key).compile()
   steps_per_second   total_timesteps / the compiled call's seconds (run only)
   final_return       mean return of the training episodes that ended in the last 10% of updates
 
-    python scripts/peers/purejaxrl_ppo.py '{"env": "Breakout-MinAtar", "total_timesteps": 131072}'
+    python -m benchmarks.peers.purejaxrl_ppo '{"env": "Breakout-MinAtar", "total_timesteps": 131072}'
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
 import types
+
+from benchmarks.peers import driver
 
 MINATAR_PPO = {
     "LR": 5e-4, "NUM_ENVS": 64, "NUM_STEPS": 128, "UPDATE_EPOCHS": 4, "NUM_MINIBATCHES": 8, "GAMMA": 0.999,
@@ -75,8 +75,8 @@ def actor_critic(width: int):
     return WideActorCritic
 
 
-def main(spec_json: str) -> int:
-    spec = json.loads(spec_json)
+def measure(spec: dict) -> dict:
+    """Compiles and runs PureJaxRL's PPO once on `spec` (env, total_timesteps, hidden, seed, src)."""
     src = os.path.expanduser(spec.get("src", "~/.cache/podrl/peer-src/purejaxrl"))
     sys.path.insert(0, os.path.join(src, "purejaxrl"))  # ppo.py does `from wrappers import ...`
     stand_in_modules()
@@ -87,23 +87,15 @@ def main(spec_json: str) -> int:
     ppo.ActorCritic = actor_critic(int(spec.get("hidden", 256)))
     config = {**MINATAR_PPO, "ENV_NAME": spec.get("env", "Breakout-MinAtar"),
               "TOTAL_TIMESTEPS": int(spec["total_timesteps"])}
-    train = jax.jit(ppo.make_train(config))
     key = jax.random.PRNGKey(int(spec.get("seed", 0)))
-    start = time.perf_counter()
-    compiled = train.lower(key).compile()
-    compile_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    out = jax.block_until_ready(compiled(key))
-    seconds = time.perf_counter() - start
+    out, compile_seconds, seconds = driver.compile_and_run(ppo.make_train(config), key)
     metric = out["metrics"]  # [updates, steps, envs] leaves
     tail = max(1, metric["returned_episode"].shape[0] // 10)
     ended = metric["returned_episode"][-tail:]
     final = float(jnp.sum(metric["returned_episode_returns"][-tail:] * ended) / jnp.maximum(jnp.sum(ended), 1))
-    print("BENCH_RESULT " + json.dumps({
-        "compile_seconds": compile_seconds, "steps_per_second": config["TOTAL_TIMESTEPS"] / seconds,
-        "run_seconds": seconds, "final_return": final, "jax_version": jax.__version__}), flush=True)
-    return 0
+    return {"compile_seconds": compile_seconds, "steps_per_second": config["TOTAL_TIMESTEPS"] / seconds,
+            "run_seconds": seconds, "final_return": final, "jax_version": jax.__version__}
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(driver.main(measure))

@@ -7,13 +7,13 @@ For every point (actor threads x num_simulations) two child processes (fresh JAX
              the envs (`replay_fields`), the defaults otherwise) trained
              with `train_sebulba` on 2 CPU JAX devices: actor device 0 (every actor thread's search),
              learner device 1, `threads` actor threads of `--num-envs` envs each, no evaluation
-             (scripts/bench_sebulba_measure.py's `sebulba` measurement).
+             (benchmarks.sebulba_measure's `sebulba` measurement).
   ceiling    the same host vector envs, `threads` copies stepped concurrently with random actions,
              no JAX (its `ceiling` measurement, shared by the points with the same thread count).
 
 and for every simulation count one more child:
 
-  parts      MuZero's pieces jitted and timed alone on one device (scripts/bench_muzero_parts.py):
+  parts      MuZero's pieces jitted and timed alone on one device (benchmarks.muzero_parts):
              an `act` call on `--num-envs` observations split into model inference (the
              representation, dynamics and prediction networks: root + num_simulations recurrent
              steps) and mctx's tree work (the rest), and an update on a real rollout split into
@@ -28,8 +28,8 @@ learner, `time/learner_step_s` is one compiled update; the `parts` child gives i
 seconds timed alone. Figures are indicative on a shared machine: the table says the load.
 
 Usage:
-  python scripts/bench_muzero.py --out /tmp/muzero-bench.json                 # threads 1 2 x simulations 4 16
-  python scripts/bench_muzero.py --threads 1 --simulations 4 --quick          # smoke test
+  python -m benchmarks.muzero --out /tmp/muzero-bench.json                 # threads 1 2 x simulations 4 16
+  python -m benchmarks.muzero --threads 1 --simulations 4 --quick          # smoke test
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ import dataclasses
 import json
 import os
 import sys
-import time
 from typing import Any
 
-from bench_common import (add_child_run_flags, emit_result, finish, fmt, host_fields, load_note, new_parser,
-                          run_child_script)
-from bench_sebulba_measure import Measurement, run_child
+from benchmarks.harness import (dispatch, emit_result, finish, fmt, load_note, loads_of, log_run, new_parser, run_child,
+                                table)
+from benchmarks.sebulba_measure import Measurement
+from benchmarks.sebulba_measure import child_main as sebulba_child
 
 QUICK_UPDATES, UPDATES = 3, 24
 
@@ -115,34 +115,34 @@ def make_row(m: Measurement, run: dict[str, Any], ceiling: dict[str, Any], parts
             "policy_lag_mean": run["policy_lag_mean"]}
 
 
+def table_cells(r: dict[str, Any]) -> list[Any]:
+    """One row's cells of the markdown table."""
+    if "error" in r:
+        return [r["threads"], r["num_simulations"], f"error: {r['error'].splitlines()[0]}", *[""] * 6]
+    shares = (r["actor_share_env"], r["actor_share_search_tree"], r["actor_share_model_inference"],
+              r["actor_share_handover_wait"])
+    return [r["threads"], r["num_simulations"], fmt(r["steps_per_second"], ",.0f"),
+            fmt(r["ceiling_steps_per_second"], ",.0f"),
+            fmt(r["steps_per_second"] / r["ceiling_steps_per_second"], ".3f"),
+            " / ".join(fmt(share, ".0%") for share in shares), fmt(r["learner_step_s"], ".3f"),
+            f"{fmt(r['parts']['replay_s'], '.3f')} / {fmt(r['parts']['sgd_s'], '.3f')}",
+            fmt(r["learner_queue_wait_s"], ".3f")]
+
+
 def markdown_table(rows: list[dict[str, Any]], args) -> str:
-    head = ("| threads | sims | MuZero steps/s | env-only ceiling | ratio | actor time: env / search tree / "
-            "model inference / hand-over | learner step s | alone: replay / SGD s | learner wait s |\n"
-            "|---|---|---|---|---|---|---|---|---|")
-    lines = [head]
-    for r in rows:
-        if "error" in r:
-            lines.append(f"| {r['threads']} | {r['num_simulations']} | error: {r['error'].splitlines()[0]} ||||||")
-            continue
-        lines.append(
-            f"| {r['threads']} | {r['num_simulations']} | {fmt(r['steps_per_second'], ',.0f')} | "
-            f"{fmt(r['ceiling_steps_per_second'], ',.0f')} | "
-            f"{fmt(r['steps_per_second'] / r['ceiling_steps_per_second'], '.3f')} | "
-            f"{fmt(r['actor_share_env'], '.0%')} / {fmt(r['actor_share_search_tree'], '.0%')} / "
-            f"{fmt(r['actor_share_model_inference'], '.0%')} / {fmt(r['actor_share_handover_wait'], '.0%')} | "
-            f"{fmt(r['learner_step_s'], '.3f')} | {fmt(r['parts']['replay_s'], '.3f')} / "
-            f"{fmt(r['parts']['sgd_s'], '.3f')} | {fmt(r['learner_queue_wait_s'], '.3f')} |")
-    loads = [r["load_1m"] for r in rows if r.get("load_1m") is not None]
+    text = table(["threads", "sims", "MuZero steps/s", "env-only ceiling", "ratio",
+                  "actor time: env / search tree / model inference / hand-over", "learner step s",
+                  "alone: replay / SGD s", "learner wait s"], map(table_cells, rows))
     caption = (f"\nSebulba MuZero ({args.search} search) on {args.env}, {args.num_envs} envs x {args.rollout_length} "
                f"steps per actor thread, lag {args.lag}, {devices_note()}."
                + " Search tree / model inference: the search's share split as an `act` call timed alone splits; "
                "replay / SGD: one update's replay work (add, sample windows, targets) and the rest, timed alone "
-               "on one device (scripts/bench_muzero_parts.py)." + load_note(loads))
-    return "\n".join(lines) + caption
+               "on one device (benchmarks.muzero_parts)." + load_note(loads_of(rows)))
+    return text + caption
 
 
 def parse_args(argv):
-    parser = new_parser(__doc__)
+    parser = new_parser(__doc__, quick="tiny runs (smoke test, numbers meaningless)", timeout=900.0, child=True)
     parser.add_argument("--env", default="CartPole-v1", help="a host env (make_host_env name)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="actor threads")
     parser.add_argument("--simulations", type=int, nargs="+", default=[4, 16], help="num_simulations values")
@@ -152,7 +152,6 @@ def parse_args(argv):
     parser.add_argument("--lag", default="1")
     parser.add_argument("--updates", type=int, default=UPDATES, help="updates per Sebulba run")
     parser.add_argument("--ceiling-seconds", type=float, default=5.0)
-    add_child_run_flags(parser, timeout=900.0, quick_help="tiny runs (smoke test, numbers meaningless)")
     args = parser.parse_args(argv)
     if not args.child and min([args.num_envs, args.rollout_length, args.updates, *args.threads,
                                *args.simulations]) < 1:
@@ -160,40 +159,37 @@ def parse_args(argv):
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.child:
-        spec = json.loads(args.child)
-        if spec["kind"] != "parts":
-            return run_child(args.child)
-        from bench_muzero_parts import measure_parts
+def child_main(spec_json: str) -> int:
+    """Child entry point: a `parts` measurement here, the others benchmarks.sebulba_measure's."""
+    spec = json.loads(spec_json)
+    if spec["kind"] != "parts":
+        return sebulba_child(spec_json)
+    from benchmarks.muzero_parts import measure_parts
 
-        quick = spec.pop("quick")
-        emit_result(measure_parts(Measurement(**{**spec, "hidden_sizes": tuple(spec["hidden_sizes"])}), quick))
-        return 0
-    start = time.perf_counter()
+    quick = spec.pop("quick")
+    emit_result(measure_parts(Measurement(**{**spec, "hidden_sizes": tuple(spec["hidden_sizes"])}), quick))
+    return 0
+
+
+def run(args, start: float) -> int:
+    """The parent: every run measured in order, the rows made, the table printed, the document written."""
     results = {}
     for label, m in measurements(args):
         spec = {**dataclasses.asdict(m), **({"quick": args.quick} if m.kind == "parts" else {})}
-        results[label] = (m, run_child_script(__file__, spec, args.timeout))
+        results[label] = (m, run_child("benchmarks.muzero", spec, args.timeout))
         run = results[label][1]
-        if "error" in run:
-            status = run["error"].splitlines()[0]
-        elif m.kind == "parts":
-            status = f"act {run['act_s'] * 1e3:.1f} ms, update {run['update_s'] * 1e3:.1f} ms"
-        else:
-            status = f"{run['steps_per_second']:,.0f} steps/s"
-        print(f"{label}: {status} (load {run.get('load_1m', float('nan')):.1f})", file=sys.stderr, flush=True)
+        parts = "error" not in run and m.kind == "parts"
+        log_run(label + (f" (act {run['act_s'] * 1e3:.1f} ms, update {run['update_s'] * 1e3:.1f} ms)" if parts
+                         else ""), run)
     rows = [make_row(m, run, results[f"ceiling t={m.threads}"][1],
                      results[f"parts sims={m.agent_fields['num_simulations']}"][1])
             for m, run in results.values() if m.kind == "sebulba"]
-    wall = time.perf_counter() - start
-    import jax
+    return finish("bench_muzero", args, rows, markdown_table(rows, args), start, search=args.search, env=args.env,
+                  ceilings={k: r for k, (m, r) in results.items() if m.kind == "ceiling"})
 
-    doc = lambda: {"benchmark": "bench_muzero", **host_fields(jax.__version__), "quick": args.quick,  # noqa: E731
-                   "search": args.search, "env": args.env, "wall_seconds": wall, "rows": rows,
-                   "ceilings": {k: r for k, (m, r) in results.items() if m.kind == "ceiling"}}
-    return finish(rows, markdown_table(rows, args), wall, args.out, doc)
+
+def main(argv: list[str] | None = None) -> int:
+    return dispatch(argv, parse_args, child_main, run)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The child side of scripts/bench_muzero.py's `parts` measurement: MuZero's acting and learning
+"""The child side of benchmarks.muzero's `parts` measurement: MuZero's acting and learning
 split into search, model inference, replay and SGD, each piece jitted and timed alone on one device.
 
 Acting (one `Agent.act` call on the `[B]` observations of `B = envs_per_thread` host envs):
@@ -162,7 +162,7 @@ def measure_parts(m, quick: bool) -> dict[str, Any]:
     import jax
 
     from podrl.agents.muzero.agent import agent_from_parts, make_parts
-    from bench_sebulba_measure import agent_config_for
+    from benchmarks.sebulba_measure import agent_config_for
     from podrl.envs.adapters.make import make_host_env
     from podrl.envs.types import EnvSpec
 

@@ -1,6 +1,6 @@
-"""The jax-version control of `scripts/bench_peer_programs.py`: one fixed pure-JAX update, timed.
+"""The jax-version control of `benchmarks.peer_programs`: one fixed pure-JAX update, timed.
 
-Imports nothing but jax and numpy, so the same code runs in every peer's venv (jax 0.4.38,
+Imports nothing but jax, numpy and `benchmarks.peers.driver`, so the same code runs in every peer's venv (jax 0.4.38,
 0.5.3, ...) and in podrl's; the ratio of two venvs' times is what their jax/XLA versions alone
 make of the same arithmetic, to set beside a framework ratio. Each kernel is a PPO-style
 clipped-surrogate + value loss, its gradient and a hand-written Adam step, on one minibatch:
@@ -12,12 +12,11 @@ clipped-surrogate + value loss, its gradient and a hand-written Adam step, on on
 `steps` updates run in one jitted `lax.scan`; the result is the median over `repeats` calls of
 microseconds per update (compile excluded). Prints one `BENCH_RESULT {json}` line:
 
-    python scripts/peers/jax_control.py '{"kernel": "mlp64", "steps": 200, "repeats": 5}'
+    python -m benchmarks.peers.jax_control '{"kernel": "mlp64", "steps": 200, "repeats": 5}'
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
@@ -25,6 +24,8 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from benchmarks.peers import driver
 
 KERNELS = {
     "mlp64": {"obs": (128, 4), "actions": 2, "hidden": (64, 64), "conv": False},
@@ -112,9 +113,7 @@ def measure(name: str, steps: int, repeats: int) -> dict:
             return adam_update(p, grad(p, batch, kernel["conv"]), o), None
         return jax.lax.scan(body, (params, opt), None, length=steps)[0]
 
-    start = time.perf_counter()
-    compiled = jax.jit(run).lower(params, (zeros, zeros, 0)).compile()
-    compile_seconds = time.perf_counter() - start
+    compiled, compile_seconds = driver.compile_ahead(run, params, (zeros, zeros, 0))
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -124,12 +123,10 @@ def measure(name: str, steps: int, repeats: int) -> dict:
             "jax_version": jax.__version__, "steps": steps, "repeats": repeats}
 
 
-def main(spec_json: str) -> int:
-    spec = json.loads(spec_json)
-    print("BENCH_RESULT " + json.dumps(measure(spec["kernel"], int(spec.get("steps", 200)),
-                                               int(spec.get("repeats", 5)))), flush=True)
-    return 0
+def measure_spec(spec: dict) -> dict:
+    """`measure` of a spec {kernel, steps (default 200), repeats (default 5)}."""
+    return measure(spec["kernel"], int(spec.get("steps", 200)), int(spec.get("repeats", 5)))
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(driver.main(measure_spec))

@@ -1,8 +1,8 @@
-"""The child side of scripts/bench_sebulba.py: one measurement per fresh process.
+"""The child side of benchmarks.sebulba (and benchmarks.muzero): one measurement per fresh process.
 
 `sebulba`: PPO trained with `train_sebulba` on 2 CPU JAX devices (actor 0, learner 1);
 `ceiling`: the same host vector envs stepped with random actions, no JAX. See
-scripts/bench_sebulba.py for what each number means.
+benchmarks/sebulba.py for what each number means.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any
 
-from bench_common import CpuSampler, configure_cpu_devices, emit_result
+from benchmarks.harness import CpuSampler, configure_cpu_devices, emit_result
 
 DEVICES = 2  # on CPU: actor device 0, learner device 1 (on one accelerator both are device 0)
 
@@ -213,7 +213,7 @@ def measure_ceiling(m: Measurement) -> dict[str, Any]:
             "setup_seconds": setup_seconds, "cpu_cores_used": cpu.cores_used(seconds)}
 
 
-def run_child(spec_json: str) -> int:
+def child_main(spec_json: str) -> int:
     """Child entry point: one measurement, printed as one RESULT_PREFIX line."""
     spec = json.loads(spec_json)
     m = Measurement(**{**spec, "hidden_sizes": tuple(spec.get("hidden_sizes", (64, 64)))})
