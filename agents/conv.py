@@ -3,7 +3,7 @@
 XLA:CPU (jaxlib 0.10.2) runs the two convolutions of a convolution's gradient (with respect to
 its input and to its kernel) many times slower when they sit inside a `while` loop, which is
 exactly where every learner computes them: the epoch and minibatch `lax.scan`s of PPO, IMPALA
-and PQN. `python scripts/bench_conv_grad.py --steps 8 --repeats 2` on this project's 2-core CPU
+and PQN. `python -m benchmarks.conv_grad --steps 8 --repeats 2` on this project's 2-core CPU
 machine (2026-12-01, a loaded machine), ms per SGD step with `flax.linen.Conv`, inside a scan vs
 the same steps unrolled:
 

@@ -16,10 +16,11 @@ training command) gets
 its `--total-steps` divided by `--scale` but at least `--default-steps` (which
 it gets when it gives none and does not resume), and
 `--checkpoint.stop-after-updates` / `--checkpoint.every-updates` are divided
-too; benchmarks get `--quick`; an example file's `total_steps=N` literals are
+too; benchmarks (`python -m benchmarks.<name>`) get `--quick`; an example file's `total_steps=N` literals are
 divided the same way (a file run by `python FILE.py`). A command whose comment starts with
 `Ctrl-C` is sent SIGINT once it says it has compiled (so during its first
-training call), as a user would stop it, and must still exit 0. Installs, TPU (`gcloud`) and SLURM (`srun`) lines are listed as skipped.
+training call), as a user would stop it, and must still exit 0. Installs (and a benchmark's
+`--setup-peer`, which builds a peer's venv), TPU (`gcloud`) and SLURM (`srun`) lines are listed as skipped.
 
 Usage:
   python tools/check_readme.py                      # all commands; markdown table + JSON summary
@@ -48,8 +49,8 @@ SKIP_PREFIXES = ("python3 -m venv", "pip ", "gcloud ", "srun ", "tensorboard ", 
 TRAIN_SCRIPTS = ("scripts/train_anakin.py", "scripts/train_sebulba.py", "scripts/reproduce.py")
 TRAIN_SUBCOMMANDS = ("anakin", "sebulba", "reproduce")
 """`podrl <subcommand>`s that train (the same as TRAIN_SCRIPTS)."""
-BENCH_SCRIPTS = ("scripts/bench_anakin.py", "scripts/bench_sebulba.py", "scripts/bench_scaling.py",
-                 "scripts/bench_peers.py", "scripts/bench_minatar.py", "scripts/bench_peer_programs.py")
+BENCH_PACKAGE = "benchmarks."  # `python -m benchmarks.<name>`: every benchmark takes --quick
+INSTALL_FLAGS = ("--setup-peer",)  # a benchmark flag that installs (a peer's venv): skipped like pip
 
 
 class Command(NamedTuple):
@@ -80,7 +81,9 @@ def extract(readme: str, source: str = "README.md") -> tuple[dict[str, str], lis
         elif lang == "bash":
             for command in _commands(body, start):
                 command = command._replace(source=source)
-                (skipped if command.text.startswith(SKIP_PREFIXES) else run).append(command)
+                words = command.text.split()
+                install = command.text.startswith(SKIP_PREFIXES) or any(f in words for f in INSTALL_FLAGS)
+                (skipped if install else run).append(command)
     return files, run, skipped
 
 
@@ -178,7 +181,7 @@ def shorten(argv: list[str], scale: int, default_steps: int) -> list[str]:
             end = argv.index("--", i) if "--" in argv[i:] else len(argv)
             argv[i + 1:end] = _shorten_training(argv[i + 1:end], scale, default_steps)
             break
-        if arg in BENCH_SCRIPTS and "--quick" not in argv:
+        if arg.startswith(BENCH_PACKAGE) and argv[i - 1] == "-m" and "--quick" not in argv:
             argv.insert(i + 1, "--quick")
             break
     return argv
@@ -297,7 +300,7 @@ def _scratch_folder(keep: str | None, files: dict[str, str]) -> Path:
     """A folder that looks like the repository root (where the pages' commands run), with the example files."""
     cwd = Path(keep or tempfile.mkdtemp(prefix="podrl-readme-"))
     cwd.mkdir(parents=True, exist_ok=True)
-    for name in ("scripts", "podrl", "agents", "envs"):
+    for name in ("scripts", "benchmarks", "podrl", "agents", "envs"):
         if not (cwd / name).exists():
             (cwd / name).symlink_to(ROOT / name)
     for path, code in files.items():

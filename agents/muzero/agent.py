@@ -113,7 +113,7 @@ def make_agent(config: MuZeroConfig, env_spec: EnvSpec, total_updates: int) -> A
 
 
 def agent_from_parts(parts: MuZeroParts) -> Agent:
-    """The agent whose functions close over `parts` (scripts/bench_muzero_parts.py times both)."""
+    """The agent whose functions close over `parts` (benchmarks/muzero_parts.py times both)."""
     config, network = parts.config, parts.network
     return Agent(
         init=functools.partial(_init, parts),

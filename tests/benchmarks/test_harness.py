@@ -135,3 +135,12 @@ def test_the_harness_and_the_drivers_module_import_neither_jax_nor_podrl(module)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[]"
+
+
+def test_a_drivers_compiled_call_is_timed_apart_from_its_compile():
+    import jax.numpy as jnp
+
+    from benchmarks.peers import driver
+
+    out, compile_seconds, run_seconds = driver.compile_and_run(lambda x: x * 2.0, jnp.arange(3.0))
+    assert out.tolist() == [0.0, 2.0, 4.0] and compile_seconds > 0 and run_seconds > 0

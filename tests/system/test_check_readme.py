@@ -36,7 +36,7 @@ def test_extracts_every_command_and_example_file():
     assert "class Walk" in files["my_pkg/walk.py"]
     texts = [c.text for c in commands]
     for command in ("podrl anakin ", "podrl sebulba ", "podrl launch ", "podrl evaluate ", "podrl plot ",
-                    "podrl reproduce ", "bench_anakin.py"):
+                    "podrl reproduce ", "-m benchmarks.anakin"):
         assert any(command in t for t in texts), command
     assert any(t.endswith("--resume runs/long") for t in texts)  # the bare resume, as written
     assert any("Ctrl-C" in c.comment for c in commands)  # the run a user interrupts before resuming it
@@ -46,6 +46,7 @@ def test_extracts_every_command_and_example_file():
     assert "gcloud" in skipped_texts and "srun" in skipped_texts and "pip install" in skipped_texts
     assert not any(t.startswith("#") for t in texts)
     assert INSTALL_AND_TRAIN in skipped_texts and INSTALL_AND_TEST in skipped_texts
+    assert "python -m benchmarks.peer_ppo --setup-peer" in skipped_texts  # builds a venv: an install
 
 
 def test_readme_is_a_front_door_to_the_docs():
@@ -98,7 +99,7 @@ def test_shortens_only_step_counts():
     assert shorten(["python", "scripts/train_anakin.py", "--checkpoint.stop-after-updates", "1000",
                     "--checkpoint.every-updates", "100", "--total-steps", "3000000"], 100, 20000)[3:8:2] == [
         "10", "1", "30000"]
-    assert shorten(["python", "scripts/bench_anakin.py", "--out", "b.json"], 100, 20000)[2] == "--quick"
+    assert shorten(["python", "-m", "benchmarks.anakin", "--out", "b.json"], 100, 20000)[3] == "--quick"
     # the installed command's training subcommands, also behind `podrl launch ... --`
     assert shorten(["podrl", "anakin", "--total-steps", "3000000", "--num-envs", "8"], 100, 20000) \
         == ["podrl", "anakin", "--total-steps", "30000", "--num-envs", "8"]
