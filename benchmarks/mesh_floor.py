@@ -31,7 +31,7 @@ from typing import Any
 
 from benchmarks.anakin import Measurement, agent_config, measure_training
 from benchmarks.harness import (configure_cpu_devices, dispatch, emit_result, finish, fmt, interleave, load_note,
-                                loads_of, median_of, new_parser, run_child, table)
+                                loads_of, median_of, new_parser, run_child, spread_of, table)
 
 MODULE = "benchmarks.mesh_floor"
 NUM_ENVS, ROLLOUT = 4, 128
@@ -155,6 +155,7 @@ def analyse(latency: dict[int, dict[str, Any]], count: dict[str, Any],
     return {"sizes": sizes, "latency_us": {str(d): micro[d] for d in (1, 2)},
             "all_reduces_per_update": per_update, "collectives": count.get("collectives"),
             "steps_per_second": {str(d): sps[d] for d in (1, 2)},
+            "steps_per_second_spread": {str(d): spread_of(runs[d], "steps_per_second") for d in (1, 2)},
             "ms_per_update": {str(d): ms_per_update[d] for d in (1, 2)},
             "collective_floor_ms_per_update": floor, "observed_gap_ms_per_update": gap,
             "errors": [r["error"] for r in (latency[1], latency[2], count, *runs[1], *runs[2]) if "error" in r]}

@@ -39,7 +39,7 @@ import sys
 from typing import Any
 
 from benchmarks.harness import (configure_cpu_devices, dispatch, emit_result, finish, fmt, interleave_sides, load_note,
-                                loads_of, new_parser, ok_runs, ratio, run_child, side_summary, table)
+                                loads_of, new_parser, ok_runs, ratio, run_child, side_summary, spread_of, table)
 from benchmarks.peers.registry import REJAX, add_peer_flags, compare_envs, peer_python, run_driver, setup_peers
 
 MODULE = "benchmarks.peer_sac"
@@ -167,7 +167,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     reached = [steps for steps in map(steps_to_threshold, ok) if steps is not None]
     summary = side_summary(runs, {"steps_per_second": "steps_per_second", "compile_seconds": "compile_seconds",
                                   "time_to_budget_seconds": "wall_seconds", "final_return": "final_return"})
-    return {**summary, "steps_to_threshold": statistics.median(reached) if reached else None,
+    return {**summary, "steps_per_second_spread": spread_of(runs, "steps_per_second"),
+            "steps_to_threshold": statistics.median(reached) if reached else None,
             "reached": f"{len(reached)}/{len(ok)}"}
 
 
