@@ -36,8 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SITECUSTOMIZE = '''"""Written by tools/check_learning_tests.py: optax.apply_updates returns params unchanged."""
-import importlib.abc
+SITECUSTOMIZE_HEAD = '''import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
@@ -53,7 +52,12 @@ def _run_next_sitecustomize():
     if spec is not None and spec.loader is not None:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
+'''
+"""The start of a `sitecustomize.py` put first on a child's PYTHONPATH: imports, `_HERE` (its folder)
+and `_run_next_sitecustomize()`, which its end calls so the environment's own one still runs."""
 
+SITECUSTOMIZE = '''"""Written by tools/check_learning_tests.py: optax.apply_updates returns params unchanged."""
+''' + SITECUSTOMIZE_HEAD + '''
 
 def _frozen_apply_updates(params, updates):
     with open(os.path.join(_HERE, "patched-%d" % os.getpid()), "w"):
@@ -94,17 +98,27 @@ def run_pytest(label: str, extra_pythonpath: str | None, junit: Path, pytest_arg
     return subprocess.run(command, cwd=ROOT, env=env).returncode
 
 
+def _cases(junit: Path):
+    """`(test id, {tag: element})` of each test case of a JUnit XML report (none if it is missing)."""
+    if not junit.exists():
+        return
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        yield f"{case.get('classname', '')}::{case.get('name', '')}", {child.tag: child for child in case}
+
+
 def outcomes(junit: Path) -> dict[str, str]:
     """{test id: passed | failed | error | skipped} from a JUnit XML report."""
-    if not junit.exists():
-        return {}
     results = {}
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        name = f"{case.get('classname', '')}::{case.get('name', '')}"
-        kinds = {child.tag for child in case}
-        results[name] = next((k for k in ("failure", "error", "skipped") if k in kinds), "passed")
-        results[name] = {"failure": "failed"}.get(results[name], results[name])
+    for name, children in _cases(junit):
+        kind = next((k for k in ("failure", "error", "skipped") if k in children), "passed")
+        results[name] = {"failure": "failed"}.get(kind, kind)
     return results
+
+
+def failure_messages(junit: Path) -> dict[str, str]:
+    """{test id: its failure's or error's message} for the tests that failed in a JUnit XML report."""
+    return {name: (children.get("failure") or children.get("error")).get("message", "")
+            for name, children in _cases(junit) if "failure" in children or "error" in children}
 
 
 def summarize(normal: dict[str, str], frozen: dict[str, str], patched: int) -> dict:

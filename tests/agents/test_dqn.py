@@ -7,8 +7,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.sharding import Mesh
-from jax.sharding import PartitionSpec as P
 
 from podrl.agents.dqn import DQNConfig, q_learning_target
 from podrl.envs.registry import make
@@ -17,11 +15,11 @@ from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError
-from podrl.core.parallel import DATA_AXIS
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.core.types import Trajectory
 from test_checkpoint import anakin as checkpointed_anakin, leaves
 from test_sebulba import anakin_sebulba_states, max_diffs, sebulba_threads
+from one_device import update_on_one_device
 
 QUIET = LoggingConfig(run_dir=None, console=False)
 
@@ -42,19 +40,29 @@ def test_targets_match_the_papers_definitions(double):
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
 
 
+def constant_q(network_params, values: list[float]):
+    """Q-network params with Q(o, a) = values[a] for every observation (all weights 0, the head's bias)."""
+    params = jax.tree.map(jnp.zeros_like, network_params)
+    params["params"]["q_head"]["bias"] = jnp.asarray(values, jnp.float32)
+    return params
+
+
 @pytest.mark.parametrize("double", [False, True])
 def test_update_takes_its_targets_from_the_target_network(cpu_devices, double):
-    """`Agent.update`'s regression targets come from `opt_state.target`, not the online network:
-    with the target network's weights all zero (Q_target = 0 everywhere), rewards 1 and no episode
-    end, every one-step target is exactly y = 1 + gamma * 0, whereas the online network's Q values
-    (far from 0) would move it; likewise in Double DQN, whose online network only picks the action."""
+    """`Agent.update`'s regression targets come from `opt_state.target`, and in Double DQN the online
+    network only picks the action (van Hasselt et al. 2016, eq. 4). Both networks constant, set apart:
+    Q_online = (1, 0), Q_target = (-1, 2); rewards 1, no episode end, so every one-step target is
+    y = 1 + gamma Q_target(o', argmax_a Q_sel(o', a)): 1 + gamma * 2 (DQN, Q_sel = Q_target) or
+    1 + gamma * (-1) (Double DQN, Q_sel = Q_online); the online values would give 1 + gamma * 1."""
+    gamma = 0.9
     config = DQNConfig(buffer_size=64, min_fill=1, batch_size=16, replay_ratio=1 / 8, n_step=1, double_dqn=double,
-                       target_update_period=1000)
+                       target_update_period=1000, gamma=gamma)
     spec = env_spec(make("CartPole-v1"))
     agent = config.make_agent(spec, total_updates=10)
     state = agent.init(jax.random.key(0), spec)
-    state = state._replace(opt_state=state.opt_state._replace(
-        target=jax.tree.map(jnp.zeros_like, state.opt_state.target)))
+    online = constant_q(state.params["network"], [1.0, 0.0])
+    state = state._replace(params={**state.params, "network": online}, opt_state=state.opt_state._replace(
+        target=constant_q(state.opt_state.target, [-1.0, 2.0])))
     t, b = 4, 4
     obs_key, act_key, next_key = jax.random.split(jax.random.key(1), 3)
     obs = 3.0 * jax.random.normal(obs_key, (t, b, 4))
@@ -62,11 +70,9 @@ def test_update_takes_its_targets_from_the_target_network(cpu_devices, double):
     next_obs = jnp.concatenate([obs[1:], 3.0 * jax.random.normal(next_key, (1, b, 4))])
     ones = jnp.ones((t, b), jnp.float32)
     traj = Trajectory(obs, action, ones, ones, jnp.zeros((t, b), bool), next_obs, extras, ())
-    update = jax.jit(jax.shard_map(agent.update, mesh=Mesh(np.array(jax.devices()[:1]), (DATA_AXIS,)),
-                                   in_specs=(P(), P(), P()), out_specs=(P(), P())))
-    _, metrics = update(state, traj, jax.random.key(2))
-    assert float(metrics["learning"]) == 1.0 and abs(float(metrics["q_mean"])) > 0.05  # online Q is not 0
-    assert float(metrics["target_mean"]) == 1.0, float(metrics["target_mean"])
+    _, metrics = update_on_one_device(agent)(state, traj, jax.random.key(2))
+    assert float(metrics["learning"]) == 1.0
+    np.testing.assert_allclose(float(metrics["target_mean"]), 1.0 + gamma * (-1.0 if double else 2.0), rtol=1e-6)
 
 
 @pytest.mark.parametrize("overrides, field", [

@@ -1,5 +1,6 @@
 """Observation normalisation (`podrl.agents.obs_norm`): the running moments against NumPy, identical
-statistics on every learner shard, PPO with it through both layouts, and bad fields named."""
+statistics on every learner shard, the inner update fed with the statistics the actors acted with
+(a recording inner agent), PPO with it through both layouts, and bad fields named."""
 
 from __future__ import annotations
 
@@ -7,13 +8,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from dm_env import specs
 from jax.sharding import PartitionSpec as P
 
-from podrl.agents.obs_norm import RunningStats, init_stats, merge, batch_moments, normalize, update_stats
+from podrl.agents.obs_norm import (
+    VARIANCE_EPS, RunningStats, batch_moments, init_stats, merge, normalize, update_stats, with_observation_norm,
+)
 from podrl.agents.ppo import PPOConfig
 from podrl.core.errors import ConfigError
 from podrl.core.mesh import data_mesh
 from podrl.core.parallel import DATA_AXIS
+from podrl.core.types import Agent, TrainState, Trajectory
+from podrl.envs.types import EnvSpec
+from one_device import update_on_one_device
 from test_sebulba import anakin_sebulba_states, max_diffs
 
 
@@ -72,6 +79,48 @@ def test_statistics_are_identical_on_every_learner_shard_and_cover_all_shards_da
     np.testing.assert_allclose(stats.mean[0], mean, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(stats.var[0], var, rtol=1e-4)
     assert stats.count[0] == 2 * 8 * 5  # per shard: two batches of 8 x 5 observations
+
+
+def recording_agent() -> Agent:
+    """An inner agent that shows what it is given: `act` returns its observation as the action, `update`
+    returns the trajectory's observations as metrics (and the state unchanged)."""
+
+    def update(state, traj, key):
+        return state, {"observation": traj.observation, "next_observation": traj.next_observation}
+
+    return Agent(init=lambda key, spec: TrainState({"w": jnp.zeros(())}, (), jnp.zeros((), jnp.int32)),
+                 init_actor_state=lambda batch_size: (),
+                 act=lambda params, actor_state, obs, key: (obs, {}, actor_state),
+                 act_greedy=lambda params, actor_state, obs: (obs, actor_state), update=update)
+
+
+def test_the_inner_update_sees_the_observations_normalised_as_the_actors_saw_them(cpu_devices):
+    """Two updates on batches of different means and spreads: the second one hands the inner update its
+    observations (and bootstrap observations) normalised with the statistics of the first batch, the ones
+    the params carried while the actors acted, exactly what `act` gives with those params; only then are
+    the statistics those of both batches."""
+    clip = 10.0
+    agent = with_observation_norm(recording_agent(), clip)
+    rng = np.random.default_rng(3)
+    batches = [(rng.normal(size=(5, 4, 2, 3)) * scale + shift).astype(np.float32)  # [T + 1, B, *obs]
+               for scale, shift in ((1.0, 0.0), (4.0, -3.0))]
+    trajectories = [Trajectory(jnp.asarray(x[:-1]), jnp.zeros((4, 4)), jnp.zeros((4, 4)), jnp.ones((4, 4)),
+                               jnp.zeros((4, 4), bool), jnp.asarray(x[1:]), {}, ()) for x in batches]
+    update = update_on_one_device(agent)
+    state = agent.init(jax.random.key(0), EnvSpec(specs.Array((2, 3), np.float32), specs.Array((1,), np.float32)))
+    state, _ = update(state, trajectories[0], jax.random.key(1))
+    acting = state.params
+    state, seen = update(state, trajectories[1], jax.random.key(2))
+    _, mean, var = numpy_stats([batches[0][:-1].reshape(-1, 2, 3)])
+    for name, x in (("observation", batches[1][:-1]), ("next_observation", batches[1][1:])):
+        want = np.clip((x - mean) / np.sqrt(var + VARIANCE_EPS), -clip, clip)
+        np.testing.assert_allclose(np.asarray(seen[name]), want, rtol=1e-4, atol=1e-5, err_msg=name)
+        acted = jax.vmap(lambda o: agent.act(acting, (), o, jax.random.key(0))[0])(jnp.asarray(x))
+        np.testing.assert_array_equal(np.asarray(seen[name]), np.asarray(acted), err_msg=name)
+    count, mean, var = numpy_stats([b[:-1].reshape(-1, 2, 3) for b in batches])
+    assert float(state.params["obs_norm"].count) == count
+    np.testing.assert_allclose(np.asarray(state.params["obs_norm"].mean), mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(state.params["obs_norm"].var), var, rtol=1e-4)
 
 
 @pytest.mark.parametrize("field, value", [("normalize_observations", 1), ("obs_norm_clip", 0.0)])

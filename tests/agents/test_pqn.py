@@ -1,4 +1,5 @@
-"""PQN: Q(lambda) targets against a NumPy loop, config and action-space errors, epsilon in
+"""PQN: Q(lambda) targets against a NumPy loop, the update's targets (bootstrapped from the next
+observations) on a hand-built linear network, config and action-space errors, epsilon in
 the params, Anakin/Sebulba parity, and learning CartPole-v1 in both layouts."""
 
 import jax
@@ -15,9 +16,11 @@ from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError
+from podrl.core.types import Trajectory
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from test_sebulba import QUIET, anakin_sebulba_params, max_diffs
 from untrained import anakin_initial_return, sebulba_initial_return
+from one_device import update_on_one_device
 
 # ------------------------------------------------------------------ Q(lambda)
 
@@ -62,6 +65,43 @@ def test_batched_q_lambda_is_the_single_sequence_per_column():
 
 
 # ------------------------------------------------------------ config, actions
+
+
+def test_update_regresses_on_q_lambda_targets_bootstrapped_from_the_next_observation(cpu_devices):
+    """One epoch of one minibatch: the first step's loss is 0.5 mean (Q(o_t, a_t) - G_t)^2 with G the
+    Q(lambda) returns (`numpy_q_lambda`) of the trajectory, bootstrapped from max_a Q(o'_t, a) of its
+    next observations (a truncated step's own final observation, not the next row's) with the params
+    before the update, gamma times the env discount. The network is linear by hand,
+    Q(o) = (o + 10) W + c (hidden layer: identity plus 10 before the relu, |o| < 10), so NumPy computes it."""
+    gamma, lam, t, b = 0.9, 0.65, 6, 2
+    config = PQNConfig(num_epochs=1, num_minibatches=1, gamma=gamma, q_lambda=lam, layer_norm=False,
+                       hidden_sizes=(4,), epsilon_start=0.0, epsilon_end=0.0)
+    spec = podrl.envs.env_spec(podrl.envs.make("CartPole-v1"))  # observations [4], 2 actions
+    agent = config.make_agent(spec, 10)
+    state = agent.init(jax.random.key(0), spec)
+    rng = np.random.default_rng(0)
+    w, c = rng.normal(size=(4, 2)), rng.normal(size=2)
+    network = {"params": {"torso": {"Dense_0": {"kernel": np.eye(4), "bias": np.full(4, 10.0)}},
+                          "q_head": {"kernel": w, "bias": c}}}
+    state = state._replace(params={**state.params, "network": jax.tree.map(
+        lambda like, x: jnp.asarray(x, like.dtype), state.params["network"], network)})
+    obs = np.clip(2.0 * rng.normal(size=(t + 1, b, 4)), -5, 5).astype(np.float32)
+    final = np.clip(2.0 * rng.normal(size=(t, b, 4)), -5, 5).astype(np.float32)
+    discount, truncated = np.ones((t, b), np.float32), np.zeros((t, b), bool)
+    discount[1, 0], truncated[4, 0], truncated[2, 1] = 0.0, True, True
+    end = (discount == 0) | truncated
+    next_obs = np.where(end[..., None], final, obs[1:])
+    action, reward = rng.integers(0, 2, size=(t, b)), rng.normal(size=(t, b)).astype(np.float32)
+    traj = Trajectory(*(jnp.asarray(x) for x in (obs[:-1], action.astype(np.int32), reward, discount, truncated,
+                                                 next_obs)), {}, ())
+    _, metrics = update_on_one_device(agent)(state, traj, jax.random.key(1))
+    q = lambda o: (o.astype(np.float64) + 10.0) @ w + c  # noqa: E731
+    q_next = q(next_obs).max(axis=-1)
+    target = np.stack([numpy_q_lambda(reward[:, i], gamma * discount[:, i], q_next[:, i], end[:, i], lam)
+                       for i in range(b)], axis=1)
+    q_taken = np.take_along_axis(q(obs[:-1]), action[..., None], axis=-1)[..., 0]
+    np.testing.assert_allclose(float(metrics["target_mean"]), np.mean(target), rtol=1e-5)
+    np.testing.assert_allclose(float(metrics["q_loss"]), 0.5 * np.mean((q_taken - target) ** 2), rtol=1e-5)
 
 
 @pytest.mark.parametrize("field,value", [

@@ -1,0 +1,149 @@
+"""The named mutations `tools/check_mutations.py` applies, one at a time, to a copy of the tree.
+
+Each is a small bug a user would meet as a silently worse agent: an exact text of one file,
+its replacement, and the tests that name that code and must fail under it (pytest arguments,
+run from the copy's root; the check adds `-m "not learning"`: ordinary tests must catch them).
+A text that is no longer found exactly once makes the check fail loudly ("mutation X no longer
+applies"), so a refactor of the code shows up here; update the text with it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Mutation(NamedTuple):
+    """One named bug: `path` (from the repository root) with `find` replaced by `replace`."""
+
+    name: str
+    path: str
+    find: str
+    replace: str
+    tests: tuple[str, ...]  # pytest arguments: the test files / node ids that name this code
+    bug: str  # one line: what a user would get
+
+
+CONTINUOUS = ("tests/agents/test_continuous_update.py", "tests/agents/test_continuous.py")
+MUZERO = ("tests/agents/test_muzero_update.py", "tests/agents/test_muzero_targets.py", "tests/agents/test_muzero.py")
+PPO = ("tests/agents/test_ppo_update.py", "tests/agents/test_ppo_loss.py", "tests/agents/test_gae.py",
+       "tests/agents/test_ppo_config.py")
+OBS_NORM = ("tests/agents/test_obs_norm.py",)
+DQN = ("tests/agents/test_dqn.py",)
+PQN = ("tests/agents/test_pqn.py",)
+IMPALA = ("tests/agents/test_impala.py", "tests/agents/test_vtrace.py")
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # ---------------------------------------------------------------- the six of issue 42
+    Mutation(
+        "td3-no-target-smoothing", "agents/td3/agent.py",
+        "noise = cfg.policy_noise * jax.random.normal(",
+        "noise = 0.0 * cfg.policy_noise * jax.random.normal(",
+        CONTINUOUS, "TD3 without target policy smoothing (Fujimoto et al. 2018, eq. 14)"),
+    Mutation(
+        "td3-no-policy-delay", "agents/td3/agent.py",
+        "due = learner.sgd_steps % parts.config.policy_delay == 0",
+        "due = learner.sgd_steps % 1 == 0",
+        CONTINUOUS, "TD3 updating the actor and the targets on every critic step"),
+    Mutation(
+        "obs-norm-fresh-statistics", "agents/obs_norm.py",
+        '    stats = train_state.params["obs_norm"]\n'
+        '    inner_state, metrics = agent.update(train_state._replace(params=train_state.params["agent"]),\n'
+        '                                        normalize_trajectory(stats, traj, clip), key)\n'
+        '    stats = update_stats(stats, traj.observation)\n',
+        '    stats = update_stats(train_state.params["obs_norm"], traj.observation)\n'
+        '    inner_state, metrics = agent.update(train_state._replace(params=train_state.params["agent"]),\n'
+        '                                        normalize_trajectory(stats, traj, clip), key)\n',
+        OBS_NORM, "the loss sees observations normalised by statistics the actors did not act with"),
+    Mutation(
+        "muzero-online-bootstrap", "agents/muzero/agent.py",
+        "batch = batch_from_windows(parts, learner.target, windows)",
+        "batch = batch_from_windows(parts, params, windows)",
+        MUZERO, "MuZero's n-step value targets bootstrapped from the online network, not the target network"),
+    Mutation(
+        "muzero-policy-toward-prior", "agents/muzero/losses.py",
+        "policy_ce = optax.softmax_cross_entropy(policy_logits, targets.policy)",
+        "policy_ce = optax.softmax_cross_entropy(policy_logits, jax.lax.stop_gradient(jax.nn.softmax(policy_logits)))",
+        MUZERO, "MuZero's policy head trained toward its own prior instead of the stored search policy"),
+    Mutation(
+        "ppo-truncation-as-termination", "agents/ppo/agent.py",
+        "discount_t=traj.discount,",
+        "discount_t=traj.discount * (1.0 - traj.truncated),",
+        PPO, "PPO's advantages not bootstrapped at time limits (truncation treated as termination)"),
+    # ---------------------------------------------------------------- neighbours: which params a target uses
+    Mutation(
+        "td3-online-critic-in-target", "agents/td3/agent.py",
+        "q_next = parts.critic.apply(learner.critic_target, sample.next_observation, next_u)",
+        "q_next = parts.critic.apply(learner.critic, sample.next_observation, next_u)",
+        CONTINUOUS, "TD3's target from the online critics, not their Polyak copy"),
+    Mutation(
+        "td3-actor-on-target-critic", "agents/td3/agent.py",
+        "learner.actor_optimizer, learner.critic, observation)",
+        "learner.actor_optimizer, learner.critic_target, observation)",
+        CONTINUOUS, "TD3's actor ascending the lagging target critic instead of the updated critic"),
+    Mutation(
+        "td3-frozen-actor-target", "agents/td3/agent.py",
+        "actor_target=polyak(actor, learner.actor_target, tau)",
+        "actor_target=learner.actor_target",
+        CONTINUOUS, "TD3's target actor never following the actor"),
+    Mutation(
+        "sac-online-critic-in-target", "agents/sac/agent.py",
+        "q_next = parts.critic.apply(learner.critic_target, sample.next_observation, next_u)",
+        "q_next = parts.critic.apply(learner.critic, sample.next_observation, next_u)",
+        CONTINUOUS, "SAC's soft target from the online critics, not their Polyak copy"),
+    Mutation(
+        "sac-actor-on-target-critic", "agents/sac/agent.py",
+        "learner.critic, alpha, sample.observation, actor_key)",
+        "learner.critic_target, alpha, sample.observation, actor_key)",
+        CONTINUOUS, "SAC's actor ascending the lagging target critic instead of the updated critic"),
+    Mutation(
+        "sac-no-entropy-in-target", "agents/sac/agent.py",
+        "next_log_pi, alpha)",
+        "0.0 * next_log_pi, alpha)",
+        CONTINUOUS, "SAC's critic target without the entropy term (not a soft Q target)"),
+    Mutation(
+        "dqn-online-bootstrap", "agents/dqn/agent.py",
+        "q_value = q_values(parts, target_params, sample.next_observation)",
+        "q_value = q_values(parts, network_params, sample.next_observation)",
+        DQN, "DQN's targets from the online network"),
+    Mutation(
+        "double-dqn-target-selects", "agents/dqn/agent.py",
+        "q_selector = q_values(parts, network_params, sample.next_observation) if",
+        "q_selector = q_values(parts, target_params, sample.next_observation) if",
+        DQN, "Double DQN choosing the bootstrap action with the target network (plain DQN's overestimation)"),
+    Mutation(
+        "pqn-bootstrap-from-observation", "agents/pqn/agent.py",
+        "q_next = jnp.max(q_values(parts, network_params, traj.next_observation), axis=-1)",
+        "q_next = jnp.max(q_values(parts, network_params, traj.observation), axis=-1)",
+        PQN, "PQN's Q(lambda) bootstrapping from Q(o_t) instead of Q(o_{t+1})"),
+    Mutation(
+        "pqn-truncation-as-termination", "agents/pqn/agent.py",
+        "discount_t=cfg.gamma * traj.discount,",
+        "discount_t=cfg.gamma * traj.discount * (1.0 - traj.truncated),",
+        PQN, "PQN's targets not bootstrapped at time limits"),
+    Mutation(
+        "impala-on-policy-ratios", "agents/impala/losses.py",
+        'log_rho = sg(log_prob) - batch.agent_extras["log_prob"]',
+        "log_rho = sg(log_prob) - sg(log_prob)",
+        IMPALA, "IMPALA ignoring its behaviour policy (V-trace without importance weights)"),
+    Mutation(
+        "ppo-bootstrap-from-observation", "agents/ppo/agent.py",
+        "v_tm1=value, v_t=next_value,",
+        "v_tm1=value, v_t=value,",
+        PPO, "PPO's GAE bootstrapping from V(o_t) instead of V(o_{t+1})"),
+    Mutation(
+        "ppo-ratio-against-current-policy", "agents/ppo/losses.py",
+        "log_ratio = dist.log_prob(dist_params, batch.action) - batch.log_prob",
+        "log_ratio = dist.log_prob(dist_params, batch.action) - jax.lax.stop_gradient("
+        "dist.log_prob(dist_params, batch.action))",
+        PPO, "PPO's ratio taken against the current policy instead of the acting one (no clipping ever binds)"),
+    Mutation(
+        "muzero-frozen-target", "agents/muzero/agent.py",
+        "target = target_update(learner.target, params, sgd_steps,",
+        "target = learner.target if True else target_update(learner.target, params, sgd_steps,",
+        MUZERO, "MuZero's target network never following the online one"),
+    Mutation(
+        "obs-norm-acting-unnormalised", "agents/obs_norm.py",
+        'return agent.act(params["agent"], actor_state, normalize(params["obs_norm"], observation, clip), key)',
+        'return agent.act(params["agent"], actor_state, observation, key)',
+        OBS_NORM, "actors acting on raw observations while the learner normalises them"),
+)
