@@ -117,8 +117,12 @@ def outcomes(junit: Path) -> dict[str, str]:
 
 def failure_messages(junit: Path) -> dict[str, str]:
     """{test id: its failure's or error's message} for the tests that failed in a JUnit XML report."""
-    return {name: (children.get("failure") or children.get("error")).get("message", "")
-            for name, children in _cases(junit) if "failure" in children or "error" in children}
+    messages = {}
+    for name, children in _cases(junit):
+        kind = next((k for k in ("failure", "error") if k in children), None)  # (an Element without children is falsy)
+        if kind is not None:
+            messages[name] = children[kind].get("message", "")
+    return messages
 
 
 def summarize(normal: dict[str, str], frozen: dict[str, str], patched: int) -> dict:

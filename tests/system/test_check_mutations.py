@@ -11,6 +11,7 @@ import shutil
 import pytest
 
 from tools import check_mutations
+from tools.check_learning_tests import failure_messages, outcomes
 from tools.mutations import MUTATIONS, Mutation
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -51,3 +52,17 @@ def test_the_child_imports_the_copy_not_this_checkout(tmp_path):
     files = check_mutations.check_imports_come_from(copy, check_mutations.child_env(copy, site))
     assert [pathlib.Path(f).relative_to(copy).as_posix() for f in files] == [
         "podrl/__init__.py", "agents/__init__.py", "envs/__init__.py", "agents/td3/agent.py", "tests/one_device.py"]
+
+
+def test_the_junit_report_gives_each_failure_its_message(tmp_path):
+    junit = tmp_path / "report.xml"
+    junit.write_text('<testsuites><testsuite name="pytest">'
+                     '<testcase classname="tests.agents.test_a" name="test_ok"/>'
+                     '<testcase classname="tests.agents.test_a" name="test_bad"><failure message="assert 1.0 == 0.0">'
+                     'traceback</failure></testcase>'
+                     '<testcase classname="tests.agents.test_b" name="test_broken"><error message="ImportError"/>'
+                     '</testcase></testsuite></testsuites>')
+    assert outcomes(junit) == {"tests.agents.test_a::test_ok": "passed", "tests.agents.test_a::test_bad": "failed",
+                               "tests.agents.test_b::test_broken": "error"}
+    assert failure_messages(junit) == {"tests.agents.test_a::test_bad": "assert 1.0 == 0.0",
+                                       "tests.agents.test_b::test_broken": "ImportError"}
