@@ -164,8 +164,9 @@ def check(mutations: list[Mutation], copy: Path, env: dict[str, str], timeout: f
         test, message = next(iter(failed.items()), ("", ""))
         rows.append({"mutation": mutation.name, "file": mutation.path, "result": verdict, "caught_by": test,
                      "message": message, "seconds": round(seconds, 1), "bug": mutation.bug})
-        print(f"[{i + 1}/{len(mutations)}] {mutation.name}: {verdict} {test} ({seconds:.0f} s)\n"
-              f"    {message.splitlines()[0][:300] if message else ''}", flush=True)
+        shown = " | ".join(line.strip() for line in message.splitlines() if line.strip())
+        print(f"[{i + 1}/{len(mutations)}] {mutation.name}: {verdict} {test} ({seconds:.0f} s)\n    {shown[:300]}",
+              flush=True)
     return rows
 
 
