@@ -56,8 +56,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         OBS_NORM, "the loss sees observations normalised by statistics the actors did not act with"),
     Mutation(
         "muzero-online-bootstrap", "agents/muzero/agent.py",
-        "batch = batch_from_windows(parts, learner.target, windows)",
-        "batch = batch_from_windows(parts, params, windows)",
+        "    del params  # the bootstrap values come from the target network alone\n"
+        "    cfg = parts.config\n"
+        "    windows = replay.sample_windows(buffer, key, cfg.batch_size, cfg.window_length, stride)\n"
+        "    return batch_from_windows(parts, target_params, windows)\n",
+        "    cfg = parts.config\n"
+        "    windows = replay.sample_windows(buffer, key, cfg.batch_size, cfg.window_length, stride)\n"
+        "    return batch_from_windows(parts, params, windows)\n",
         MUZERO, "MuZero's n-step value targets bootstrapped from the online network, not the target network"),
     Mutation(
         "muzero-policy-toward-prior", "agents/muzero/losses.py",
@@ -137,10 +142,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "dist.log_prob(dist_params, batch.action))",
         PPO, "PPO's ratio taken against the current policy instead of the acting one (no clipping ever binds)"),
     Mutation(
-        "muzero-frozen-target", "agents/muzero/agent.py",
+        "frozen-target-network", "agents/off_policy.py",
         "target = target_update(learner.target, params, sgd_steps,",
         "target = learner.target if True else target_update(learner.target, params, sgd_steps,",
-        MUZERO, "MuZero's target network never following the online one"),
+        MUZERO + DQN, "MuZero's and DQN's target networks never following the online one (target_sgd_step)"),
     Mutation(
         "obs-norm-acting-unnormalised", "agents/obs_norm.py",
         'return agent.act(params["agent"], actor_state, normalize(params["obs_norm"], observation, clip), key)',
