@@ -1,7 +1,7 @@
 """Brax environments as podrl `JaxEnv`s: `brax:<env>`, for the Anakin layout.
 
-Names (accepted by `podrl.envs.make`, `podrl.envs.registry.check_name` and, stepped on the host for
-Sebulba, as `jax:brax:<env>`)::
+Names (a row of `podrl.envs.schemes`: accepted by `podrl.envs.make`, `podrl.envs.registry.check_name`
+and, stepped on the host for Sebulba, by `podrl.envs.adapters.make_host_env` as they are or after `jax:`)::
 
     brax:inverted_pendulum                        the default backend (DEFAULT_BACKEND)
     brax:ant,backend=generalized                  a backend: generalized, positional, spring, mjx
@@ -39,11 +39,10 @@ import numpy as np
 from dm_env import specs
 
 from podrl.envs.gymnax import parse_name
-from podrl.envs.registry import UnknownEnvError
+from podrl.envs.errors import UnknownEnvError
 from podrl.envs.types import LAST, ActionSpec, Array, ObservationSpec, PRNGKey, TimeStep, restart, transition
 from podrl.envs.wrappers import TimeLimit
 
-PREFIX = "brax"
 BACKENDS = ("generalized", "positional", "spring", "mjx")
 DEFAULT_BACKEND = "positional"
 """The backend of a name that gives none (module docstring)."""
@@ -86,11 +85,6 @@ class BraxEnv:
 
     def action_spec(self) -> ActionSpec:
         return self._action_spec
-
-
-def is_brax_name(name: str) -> bool:
-    """True for a name this module builds ('brax:...')."""
-    return name.partition(":")[0] == PREFIX
 
 
 def _import_brax_envs():

@@ -3,7 +3,8 @@
 Envs import neither podrl nor agents (CONTRIBUTING.md), yet an env adapter must raise the
 errors the training scripts report as one message (exit status 2). So the two classes
 live here, and `podrl.core.errors` imports them: one class each, so every `except` on either
-name catches both.
+name catches both. `UnknownEnvError` (an env name that builds nothing) lives here too, so every
+module of `podrl.envs` can raise it without importing the registry.
 """
 
 from __future__ import annotations
@@ -28,3 +29,14 @@ class ConfigError(UserInputError, ValueError):
     def __init__(self, field: str, message: str):
         self.field = field
         super().__init__(f"{field}: {message}")
+
+
+class UnknownEnvError(ConfigError):
+    """Raised for an env name that resolves to nothing (or whose import fails).
+
+    A `ConfigError` on the `env` field, so both layouts print it the same way:
+    `error: invalid config: env: <message>`.
+    """
+
+    def __init__(self, message: str):
+        super().__init__("env", message)

@@ -1,7 +1,7 @@
 """gymnax and Craftax environments as podrl `JaxEnv`s: `gymnax:<id>` and `craftax:<id>`.
 
-Names (accepted by `podrl.envs.make`, `podrl.envs.registry.check_name` and, for Sebulba, by
-`podrl.envs.adapters.make_host_env` as they are or after `jax:`)::
+Names (rows of `podrl.envs.schemes`: accepted by `podrl.envs.make`, `podrl.envs.registry.check_name`
+and, for Sebulba, by `podrl.envs.adapters.make_host_env` as they are or after `jax:`)::
 
     gymnax:Breakout-MinAtar                      any id in gymnax.registered_envs
     craftax:Craftax-Classic-Symbolic-v1          Craftax-{Classic-,}{Symbolic,Pixels}-v1
@@ -56,7 +56,7 @@ import jax
 import numpy as np
 from dm_env import specs
 
-from podrl.envs.registry import UnknownEnvError
+from podrl.envs.errors import UnknownEnvError
 from podrl.envs.types import ActionSpec, Array, EnvState, ObservationSpec, PRNGKey, TimeStep, restart, transition
 from podrl.envs.wrappers import TimeLimit
 
@@ -155,11 +155,6 @@ def _action_spec(space: Any, name: str) -> ActionSpec:
 
 
 # ---------------------------------------------------------------- names and params
-
-
-def is_suite_name(name: str) -> bool:
-    """True for a name this module builds: 'gymnax:...' or 'craftax:...'."""
-    return name.partition(":")[0] in SUITES
 
 
 def parse_name(name: str) -> tuple[str, str, dict[str, Any]]:

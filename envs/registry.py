@@ -1,4 +1,8 @@
-"""`podrl.envs.make`: JAX environments by name (ours, gymnax's, Craftax's, Brax's), or a user's env class by import path."""
+"""`podrl.envs.make`: JAX environments by name (ours, gymnax's, Craftax's, Brax's), or a user's env class by import path.
+
+The names it takes are the Anakin column of `podrl.envs.schemes`: a `scheme:` name goes to its row's
+module (`podrl.envs.gymnax`, `podrl.envs.brax`); a registered id and a `module:attr` path are built here.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +13,12 @@ import re
 import sys
 from typing import Any, Callable, NamedTuple
 
+from podrl.envs import schemes
+from podrl.envs.errors import UnknownEnvError
 from podrl.envs.types import JaxEnv
 from podrl.envs.wrappers import TimeLimit
-from podrl.envs.errors import ConfigError
+
+__all__ = ["UnknownEnvError", "check_name", "import_user_module", "make", "registered"]
 
 
 class _Entry(NamedTuple):
@@ -29,17 +36,6 @@ _REGISTRY: dict[str, _Entry] = {
     "ReachCue-v0": _Entry("podrl.envs.tiny", "ReachCue", None),
     "RecallCue-v0": _Entry("podrl.envs.tiny", "RecallCue", None),
 }
-
-
-class UnknownEnvError(ConfigError):
-    """Raised for an env name that is neither registered nor an import path (or whose import fails).
-
-    A `ConfigError` on the `env` field, so both layouts print it the same way:
-    `error: invalid config: env: <message>`.
-    """
-
-    def __init__(self, message: str):
-        super().__init__("env", message)
 
 
 def registered() -> list[str]:
@@ -91,35 +87,24 @@ def _import(path: str) -> Callable[..., Any]:
     try:
         module = import_user_module(module_name)
     except ImportError as e:
-        raise UnknownEnvError(f"env {path!r}: cannot import module {module_name!r} ({e})") from e
+        raise UnknownEnvError(f"env {path!r}: cannot import module {module_name!r} ({e}); "
+                              f"expected {schemes.expected('anakin')}") from e
     try:
         return getattr(module, attr)
     except AttributeError:
         raise UnknownEnvError(f"env {path!r}: module {module_name!r} has no attribute {attr!r}") from None
 
 
-def _suite(name: str) -> Any:
-    """`podrl.envs.gymnax` for a 'gymnax:' / 'craftax:' name, `podrl.envs.brax` for a 'brax:' one, else None
-    (imported lazily: they import this)."""
-    from podrl.envs import brax, gymnax
-
-    if brax.is_brax_name(name):
-        return brax
-    return gymnax if gymnax.is_suite_name(name) else None
-
-
 def check_name(name: str) -> None:
     """Raises UnknownEnvError unless `make(name)` can resolve `name` (cheap, nothing compiled)."""
-    if name in _REGISTRY:
-        return
-    if (suite := _suite(name)) is not None:
+    if (suite := schemes.builder(name, "anakin")) is not None:
         suite.check_name(name)
         return
+    if name in _REGISTRY:
+        return
     if ":" not in name:
-        raise UnknownEnvError(
-            f"unknown env {name!r}: expected one of {registered()}, 'gymnax:<id>', 'craftax:<id>', "
-            "'brax:<env>' or 'module:ClassOrFactory'"
-        )
+        raise UnknownEnvError(f"unknown env {name!r}: expected {schemes.expected('anakin')} "
+                              f"(JAX env ids: {registered()})")
     _import(name)
 
 
@@ -127,12 +112,13 @@ def make(name: str, **kwargs: Any) -> JaxEnv:
     """Builds a JAX env.
 
     Args:
-      name: a registered id (`registered()`), wrapped in gymnasium's time limit;
-        `"gymnax:<id>"` / `"craftax:<id>"` (`podrl.envs.gymnax`; `kwargs` override env
-        params); `"brax:<env>"` (`podrl.envs.brax`; backend and options likewise); or `"package.module:Factory"` for a user's env class or factory, called
-        with `kwargs` and returned as is (add `envs.TimeLimit` yourself).
+      name: a registered id (`registered()`), wrapped in gymnasium's time limit; a `scheme:` name
+        the Anakin layout takes (`podrl.envs.schemes`: `"gymnax:<id>"`, `"craftax:<id>"`,
+        `"brax:<env>"`; `kwargs` override env params, brax's backend and options likewise); or
+        `"package.module:Factory"` for a user's env class or factory, called with `kwargs` and
+        returned as is (add `envs.TimeLimit` yourself).
     """
-    if (suite := _suite(name)) is not None:
+    if (suite := schemes.builder(name, "anakin")) is not None:
         return suite.make(name, **kwargs)
     if name in _REGISTRY:
         entry = _REGISTRY[name]

@@ -29,7 +29,7 @@ def anakin_initial_return(config: AnakinConfig, agent_config, devices: list[jax.
 
 def sebulba_initial_params(agent_config, spec: EnvSpec, seed: int):
     """The params a Sebulba run with `seed` starts from: `agent.init(split(key(seed), 3)[0])`
-    (the key schedule of podrl/sebulba/setup.py; test_fault_matrix.py checks it against
+    (the key schedule of podrl/sebulba/program.py; test_fault_matrix.py checks it against
     the step-0 checkpoint of a real run)."""
     agent = agent_config.make_agent(spec, 1)
     return agent, agent.init(jax.random.split(jax.random.key(seed), 3)[0], spec).params

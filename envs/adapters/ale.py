@@ -23,7 +23,7 @@ from typing import Any
 from podrl.envs.adapters.atari import AtariProtocol, ale_vector_kwargs, atari_protocol, gymnasium_fallback_kwargs
 from podrl.envs.adapters.gymnasium import GymnasiumVectorEnv
 from podrl.envs.adapters.optional import MissingExtraError, import_optional
-from podrl.envs.registry import UnknownEnvError
+from podrl.envs.errors import UnknownEnvError
 
 
 def import_ale() -> ModuleType:

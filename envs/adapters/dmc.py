@@ -30,7 +30,7 @@ from dm_env import specs
 
 from podrl.envs.adapters.dm_env import DmEnvVectorEnv
 from podrl.envs.adapters.optional import import_optional
-from podrl.envs.registry import UnknownEnvError
+from podrl.envs.errors import UnknownEnvError
 
 PREFIX = "dmc:"
 """Env names of this adapter: 'dmc:<domain>-<task>'."""

@@ -1,21 +1,10 @@
 """`make_host_env`: a `HostVectorEnv` by name, for the Sebulba layout.
 
-Accepted names:
-
-==========================  =====================================================
-"CartPole-v1"               a gymnasium id (gymnasium.make, sync/async vectorised)
-"ALE/Pong-v5"               a gymnasium ALE id (registers ale-py's envs first)
-"jax:CartPole-v1"           any `podrl.envs.make` name, stepped on the host CPU
-"gymnax:Breakout-MinAtar"   a gymnax env (`podrl.envs.gymnax`), stepped on the host CPU as
-                            'jax:gymnax:Breakout-MinAtar' is (the same env)
-"craftax:Craftax-Classic-Symbolic-v1"  a Craftax env, likewise
-"dm_env:pkg.mod:factory"    a factory of `dm_env.Environment`s
-"dmc:cartpole-swingup"      a dm_control suite task (`podrl.envs.adapters.dmc`, flat observations)
-"ale:Pong", "ale:ALE/Pong-v5"  Atari via ale-py (`podrl.envs.adapters.ale`)
-"envpool:Pong-v5"           an envpool task (`podrl.envs.adapters.envpool`)
-"pkg.mod:factory"           a user's factory returning a gymnasium.Env, a gymnasium
-                            VectorEnv, a dm_env.Environment or a HostVectorEnv
-==========================  =====================================================
+The names it takes are the Sebulba column of `podrl.envs.schemes` (`expected("sebulba")`): a
+`scheme:` name goes to its row's builder below (`jax_name_on_host`, `jax_env_on_host`, `ale_env`,
+`envpool_env`, `dm_env_factory`, `dmc_env`); a plain name is a gymnasium id ("CartPole-v1",
+"ALE/Pong-v5", which registers ale-py's envs first) or a user's "pkg.mod:factory" returning a
+gymnasium.Env, a gymnasium VectorEnv, a dm_env.Environment or a HostVectorEnv.
 
 A user factory is called once to see what it returns; it gets `num_envs=` and/or
 `seed=` if its signature names them (a VectorEnv/HostVectorEnv factory should take
@@ -33,18 +22,15 @@ import dm_env
 import gymnasium
 from gymnasium.vector import VectorEnv
 
+from podrl.envs import schemes
 from podrl.envs.adapters.dm_env import DmEnvVectorEnv
 from podrl.envs.adapters.gymnasium import GymnasiumVectorEnv
 from podrl.envs.adapters.jax_host import JaxHostVectorEnv
-from podrl.envs.gymnax import is_suite_name
 from podrl.envs.host import HostVectorEnv
 from podrl.envs.registry import UnknownEnvError, check_name, import_user_module, make
 
-FORMS = (
-    "a gymnasium id ('CartPole-v1'), 'jax:<podrl.envs.make name>', 'gymnax:<id>', 'craftax:<id>', "
-    "'dm_env:module:factory', 'dmc:<domain>-<task>', "
-    "'ale:Pong', 'envpool:Pong-v5' or 'module:factory'"
-)
+FORMS = schemes.expected("sebulba")
+"""The names `make_host_env` takes, as its errors list them."""
 
 
 def _import_attr(name: str, path: str) -> Any:
@@ -109,27 +95,9 @@ def make_host_env(
     go to the backend's constructor (gymnasium.make, envpool.make, podrl.envs.make, a factory).
     Raises `envs.UnknownEnvError` for a name that resolves to nothing.
     """
+    if (build := schemes.builder(name, "sebulba")) is not None:
+        return build(name, num_envs, seed=seed, vectorization=vectorization, **kwargs)
     prefix, _, rest = name.partition(":")
-    if prefix == "jax" or is_suite_name(name):
-        jax_name = rest if prefix == "jax" else name
-        check_name(jax_name)
-        return JaxHostVectorEnv(make(jax_name, **kwargs), num_envs)
-    if prefix == "dm_env":
-        if ":" not in rest:
-            raise UnknownEnvError(f"env {name!r}: expected 'dm_env:module:factory'")
-        return DmEnvVectorEnv(_with_options(_import_attr(name, rest), kwargs), num_envs, seed=seed)
-    if prefix == "dmc":
-        from podrl.envs.adapters.dmc import make_dmc_env
-
-        return make_dmc_env(name, num_envs, seed=seed, **kwargs)
-    if prefix == "ale":
-        from podrl.envs.adapters.ale import make_ale_env
-
-        return make_ale_env(rest, num_envs, vectorization=vectorization, **kwargs)
-    if prefix == "envpool":
-        from podrl.envs.adapters.envpool import EnvpoolVectorEnv
-
-        return EnvpoolVectorEnv(rest, num_envs, seed=seed, **kwargs)
     if not rest:  # no colon: a gymnasium id
         if not _gymnasium_id(name):
             raise UnknownEnvError(f"unknown env {name!r}: not a registered gymnasium id; expected {FORMS}")
@@ -142,6 +110,57 @@ def make_host_env(
     if not hasattr(module, rest) and rest in gymnasium.registry:  # gymnasium's "module:EnvId"
         return GymnasiumVectorEnv(rest, num_envs, vectorization=vectorization, **kwargs)
     return _from_user_factory(name, _with_options(_import_attr(name, name), kwargs), num_envs, seed, vectorization)
+
+
+# ---------------------------------------------------------------- the schemes' builders (podrl.envs.schemes)
+
+
+def jax_name_on_host(name: str, num_envs: int, seed: int = 0, vectorization: str = "sync",
+                     **options: Any) -> HostVectorEnv:
+    """'jax:<name>': the JAX env `podrl.envs.make(<name>, **options)` stepped on the host CPU."""
+    return _jax_on_host(schemes.split(name)[1], num_envs, options)
+
+
+def jax_env_on_host(name: str, num_envs: int, seed: int = 0, vectorization: str = "sync",
+                    **options: Any) -> HostVectorEnv:
+    """A JAX scheme's own name ('gymnax:<id>', 'brax:<env>'), stepped on the host as 'jax:<name>' is."""
+    return _jax_on_host(name, num_envs, options)
+
+
+def _jax_on_host(jax_name: str, num_envs: int, options: dict[str, Any]) -> HostVectorEnv:
+    check_name(jax_name)
+    return JaxHostVectorEnv(make(jax_name, **options), num_envs)
+
+
+def dm_env_factory(name: str, num_envs: int, seed: int = 0, vectorization: str = "sync",
+                   **options: Any) -> HostVectorEnv:
+    """'dm_env:pkg.mod:factory': a factory of `dm_env.Environment`s, called with `options`."""
+    path = schemes.split(name)[1]
+    if ":" not in path:
+        raise UnknownEnvError(f"env {name!r}: expected 'dm_env:module:factory'")
+    return DmEnvVectorEnv(_with_options(_import_attr(name, path), options), num_envs, seed=seed)
+
+
+def dmc_env(name: str, num_envs: int, seed: int = 0, vectorization: str = "sync", **options: Any) -> HostVectorEnv:
+    """'dmc:<domain>-<task>': a dm_control suite task (`podrl.envs.adapters.dmc`, flat observations)."""
+    from podrl.envs.adapters.dmc import make_dmc_env
+
+    return make_dmc_env(name, num_envs, seed=seed, **options)
+
+
+def ale_env(name: str, num_envs: int, seed: int = 0, vectorization: str = "sync", **options: Any) -> HostVectorEnv:
+    """'ale:Pong', 'ale:ALE/Pong-v5': Atari via ale-py (`podrl.envs.adapters.ale`); `options` are Atari options."""
+    from podrl.envs.adapters.ale import make_ale_env
+
+    return make_ale_env(schemes.split(name)[1], num_envs, vectorization=vectorization, **options)
+
+
+def envpool_env(name: str, num_envs: int, seed: int = 0, vectorization: str = "sync",
+                **options: Any) -> HostVectorEnv:
+    """'envpool:Pong-v5': an envpool task (`podrl.envs.adapters.envpool`)."""
+    from podrl.envs.adapters.envpool import EnvpoolVectorEnv
+
+    return EnvpoolVectorEnv(schemes.split(name)[1], num_envs, seed=seed, **options)
 
 
 def _with_options(factory: Callable, options: dict[str, Any]) -> Callable:

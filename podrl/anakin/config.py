@@ -12,6 +12,7 @@ from typing import ClassVar
 
 from podrl.envs.registry import check_name
 from podrl.run.config import RunConfig
+from podrl.run.options import MAY_CHANGE, option
 from podrl.core.errors import ConfigError, require_int, require_number
 from podrl.core.population import SweepAxis, check_sweep, parse_sweep
 from podrl.core.types import AgentConfig
@@ -23,24 +24,6 @@ class AnakinConfig(RunConfig):
 
     layout: ClassVar[str] = "anakin"
     """The layout name runs and checkpoints record."""
-    HELP: ClassVar[dict[str, str]] = {
-        "env": "A JAX env id (CartPole-v1, Acrobot-v1, Pendulum-v1, MatchSign-v0, ...), 'gymnax:<id>', "
-               "'craftax:<id>', 'brax:<env>' (env params, brax's backend=..., as ',field=value' after the id), or 'module:Class' (your own JaxEnv; "
-               "the current folder is importable).",
-        "seed": "Seed of params, envs and PRNG keys (seed i of --num-seeds, or member i of --population, uses "
-                "seed + i).",
-        "total_steps": "Environment steps per seed (or population member); rounded down to whole updates.",
-        "eval_every": "Evaluate the greedy policy every this many updates (after the compiled call of "
-                      "--updates-per-call updates that reaches or passes each multiple), and at the end; "
-                      "0 = only at the end.",
-        "eval_episodes": "Greedy episodes per evaluation, per seed (rounded up to a multiple of the device count); "
-                         "0 = no evaluation (no eval program is compiled).",
-        "logging.console": "Print a progress line after each compiled call (--updates-per-call updates).",
-        "cpu_devices": "On CPU, split the host into this many JAX devices (a fake mesh; same as "
-                       "XLA_FLAGS=--xla_force_host_platform_device_count=N).",
-    }
-    """--help wording of shared fields, for this layout (`podrl.cli.flags`)."""
-
     num_seeds: int = 1
     """Independent seeds trained in one compiled program (vmap over seeds), each with its own metrics."""
     num_envs: int = 4
@@ -49,21 +32,21 @@ class AnakinConfig(RunConfig):
     """Steps per environment between updates."""
     num_devices: int | None = None
     """Local devices to use (the data-parallel mesh); None uses all local devices."""
-    updates_per_call: int = 32
+    updates_per_call: int = option(32, on_resume=MAY_CHANGE)
     """Updates per compiled call; metrics are logged (and evaluation, PBT, checkpoints may follow) after each call."""
-    timeout_s: float = 600.0
+    timeout_s: float = option(600.0, on_resume=MAY_CHANGE)
     """Init, compile, one train call or one evaluation running longer than this (seconds) fails the run naming it; 0 = never."""
-    population: int = 0
+    population: int = option(0, box="population")
     """Population members trained in one program (member i: seed + i, its own swept hyperparameters); 0 = no population (--num-seeds)."""
-    sweep: tuple[str, ...] = ()
+    sweep: tuple[str, ...] = option((), box="population")
     """Per-member agent hyperparameters, FIELD=SPEC each: agent.entropy_coef=0.0,0.01 (grid) or agent.learning_rate=loguniform:1e-4:3e-3 / uniform:LOW:HIGH (random)."""
-    population_shards: int = 1
+    population_shards: int = option(1, box="population")
     """Devices along the mesh's population axis (members split over them); the rest of the devices are data-parallel shards."""
-    pbt_every: int = 0
+    pbt_every: int = option(0, box="population")
     """Population-based training: exploit and explore every this many updates (after the call crossing it); 0 = off."""
-    pbt_fraction: float = 0.25
+    pbt_fraction: float = option(0.25, box="population")
     """PBT truncation selection: the bottom this fraction of members copies a member of the top this fraction."""
-    pbt_perturb: tuple[float, ...] = (0.8, 1.2)
+    pbt_perturb: tuple[float, ...] = option((0.8, 1.2), box="population")
     """PBT explore: each swept hyperparameter of a copied member is multiplied by one of these factors (drawn uniformly)."""
 
     def __post_init__(self):

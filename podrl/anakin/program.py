@@ -1,6 +1,7 @@
 """The Anakin host program the driver runs (`podrl.run.driver.Program`): one training call is
-`updates_per_call` updates of the compiled `AnakinCompiled`, each stage under the `timeout_s`
-watchdog; PBT's exploit/explore after the calls that cross `pbt_every`.
+`updates_per_call` updates of the compiled `AnakinCompiled` that `podrl.anakin.setup.build` built
+before the run, each stage under the `timeout_s` watchdog; PBT's exploit/explore after the calls
+that cross `pbt_every`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 
 from podrl.anakin.compiled import AnakinCompiled, AnakinState, summarize_call
 from podrl.anakin.config import AnakinConfig
+from podrl.anakin.setup import AnakinSetup
 from podrl.core.finite import InputCounts, check_evaluation, check_training, rows_with_nonfinite
 from podrl.core.population import lineage_record, pbt_decide
 from podrl.run.profiling import write_program_text
@@ -25,16 +27,16 @@ class AnakinProgram:
     `updates_per_call` updates of the compiled `AnakinCompiled`, each stage under the `timeout_s` watchdog.
 
     Args:
-      compiled: the compiled pieces (init, train call, evaluation).
       config: the run config.
-      bounds: the swept hyperparameters' bounds, for PBT's explore step (`podrl.core.population.sweepable`).
+      built: what `podrl.anakin.setup.build` built for it: the compiled pieces (init, train call,
+        evaluation) and the swept hyperparameters' bounds, for PBT's explore step.
     """
 
     save_on_failure = False  # the failed call donated the state's buffers
     profile_calls = 1
 
-    def __init__(self, compiled: AnakinCompiled, config: AnakinConfig, bounds: dict[str, tuple[float, float]]):
-        self.compiled, self.config, self.bounds = compiled, config, bounds
+    def __init__(self, config: AnakinConfig, built: AnakinSetup):
+        self.compiled, self.config, self.bounds = built.compiled, config, built.bounds
         self.limit = config.num_updates
         self.call_start = 0  # the first update of the last training call
 
@@ -92,6 +94,8 @@ class AnakinProgram:
     def env_steps_of(self, updates: int) -> int:
         return updates * self.config.steps_per_update * self.config.members
 
+    def close(self) -> None:
+        """Nothing to release: the JAX env holds no thread or process (`podrl.anakin.setup`)."""
 
     def _members(self, inputs: InputCounts) -> str:
         """Which seeds met a non-finite input, e.g. " (seed 3)" (empty for a single-seed run)."""

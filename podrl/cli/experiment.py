@@ -3,8 +3,9 @@
 An `Experiment` is what a training run is given: the layout's run config, the agent
 config, the multi-process settings, the preset it started from and the CPU device
 split. Its string fields are parsed once, when it is built, into typed values
-(`env_ref`, `env_options`, `sweep_axes`, `lag`): a malformed one is a `ConfigError`
-naming the field before anything compiles.
+(`env_options`, `sweep_axes`, `lag`): a malformed one is a `ConfigError` naming the
+field before anything compiles (the env name is the layout's to resolve, through
+`podrl.envs.schemes`).
 
     experiment = resolve("anakin", ["--preset", "minatar-ppo", "--num-envs", "32"])
     experiment.run.num_envs, experiment.agent.learning_rate   # 32, the preset's 5e-4
@@ -25,9 +26,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, Sequence
 
 from podrl.run.config import RunConfig
+from podrl.run.options import option
 from podrl.core.distributed import DistributedConfig
 from podrl.core.errors import ConfigError
 from podrl.core.types import AgentConfig
@@ -44,29 +46,6 @@ def layout_config(layout: str) -> type[RunConfig]:
     return getattr(importlib.import_module(module), name)
 
 
-class EnvRef(NamedTuple):
-    """`--env` parsed: `scheme:target` (scheme '' for a bare id or a `module:attr` path)."""
-
-    text: str  # as given, e.g. 'ale:Pong', 'gymnax:Breakout-MinAtar', 'my_envs:Chain', 'CartPole-v1'
-    scheme: str  # 'jax', 'gymnax', 'craftax', 'dm_env', 'ale', 'envpool', or ''
-    target: str  # what the scheme resolves: an id or a 'module:attr' import path
-
-    @property
-    def import_path(self) -> str | None:
-        """The `module:attr` of a user's env (own module, `dm_env:` factory), else None."""
-        return self.target if ":" in self.target and self.scheme in ("", "dm_env") else None
-
-
-SCHEMES = ("jax", "gymnax", "craftax", "dm_env", "ale", "envpool")
-"""The `scheme:` prefixes of `--env` (anything else with a colon is a `module:attr` import path)."""
-
-
-def parse_env(text: str) -> EnvRef:
-    """`--env TEXT` -> `EnvRef` (syntax only; whether it resolves is the layout config's check)."""
-    scheme, sep, rest = text.partition(":")
-    return EnvRef(text, scheme, rest) if sep and scheme in SCHEMES else EnvRef(text, "", text)
-
-
 @dataclasses.dataclass(frozen=True)
 class Experiment:
     """One training run, resolved (see the module doc); what the training commands train and save."""
@@ -79,7 +58,10 @@ class Experiment:
     """Multi-process (multi-host) settings; defaults run one process."""
     preset: str | None = None
     """The preset the run started from, or None."""
-    cpu_devices: int | None = None
+    cpu_devices: int | None = option(None, help={
+        "anakin": "On CPU, split the host into this many JAX devices (a fake mesh; same as "
+                  "XLA_FLAGS=--xla_force_host_platform_device_count=N).",
+        "sebulba": "On CPU, split the host into this many JAX devices (actors on --actor-devices, learners on the rest)."})
     """On CPU, split the host into this many JAX devices (a fake mesh)."""
 
     def __post_init__(self):
@@ -87,16 +69,11 @@ class Experiment:
             raise ConfigError("run", f"must be a layout's run config, got {type(self.run).__name__}")
         if self.cpu_devices is not None and (not isinstance(self.cpu_devices, int) or self.cpu_devices < 1):
             raise ConfigError("cpu_devices", f"must be a positive integer, got {self.cpu_devices!r}")
-        _ = self.env_ref, self.env_options, self.sweep_axes, self.lag  # parsed once, here
+        _ = self.env_options, self.sweep_axes, self.lag  # parsed once, here
 
     @property
     def layout(self) -> str:
         return self.run.layout
-
-    @functools.cached_property
-    def env_ref(self) -> EnvRef:
-        """`run.env` parsed."""
-        return parse_env(self.run.env)
 
     @functools.cached_property
     def env_options(self) -> Mapping[str, Any]:
@@ -148,15 +125,17 @@ def preset_experiment(layout: str, name: str) -> Experiment:
     return Experiment(run=run, agent=agent, preset=preset.name)
 
 
-def saved_agent(saved: Mapping[str, Any], where: str) -> AgentConfig:
-    """The agent config of a checkpoint's saved config, through the agent registry."""
+def saved_agent(saved: Mapping[str, Any], where: str) -> tuple[AgentConfig, list[str]]:
+    """`(agent config, ignored)`: the agent of a checkpoint's saved config, rebuilt through the agent
+    registry (for a resume and for `podrl.cli.policy` alike), and the saved fields this version does
+    not know, left out (a resume's check then names them). ConfigError("resume") naming `where` for
+    an agent type no registered agent has; an invalid saved value is that field's ConfigError."""
     from podrl.agents import UnknownAgentError, config_from_saved
 
-    try:  # a saved field this version lacks is left out; the resume check names it
-        agent, _ = config_from_saved(saved.get("agent_type"), saved["agent"])
+    try:
+        return config_from_saved(saved.get("agent_type"), saved["agent"])
     except UnknownAgentError as e:
         raise ConfigError("resume", f"{where}: {e}") from None
-    return agent
 
 
 def saved_experiment(saved: Mapping[str, Any], where: str, layout: str | None = None) -> Experiment:
@@ -170,7 +149,7 @@ def saved_experiment(saved: Mapping[str, Any], where: str, layout: str | None = 
         raise ConfigError("resume", f"{where} holds a {saved.get('layout')!r} checkpoint; this command trains "
                                     f"with the {layout!r} layout")
     run = config_from_json(layout_config(saved.get("layout")), saved["run"], "run.")
-    return Experiment(run=run, agent=saved_agent(saved, where))
+    return Experiment(run=run, agent=saved_agent(saved, where)[0])
 
 
 def read_saved_config(path: str) -> dict[str, Any]:

@@ -4,8 +4,9 @@ The run configs stay flat (`AnakinConfig`, `SebulbaConfig`: one field, one flag,
 saved JSON key); this module only arranges their fields into `--help` boxes (run,
 env, evaluation, population, logging, checkpoint, hosts). Each box is a frozen
 dataclass generated from the config's fields with the same names, types, defaults and
-one-line docstrings (a layout's `HELP` replaces a shared field's text with its own
-wording), so no flag is declared twice and the flag names are the fields' names.
+one-line docstrings, so no flag is declared twice and the flag names are the fields'
+names. Which box a field is in and a layout's own wording of its help are declared with
+the field (`podrl.run.options.option`).
 
 `flags_type(layout)` is what tyro parses; `to_flags` / `from_flags` convert between
 its instances and a `podrl.cli.experiment.Experiment`.
@@ -24,19 +25,32 @@ from typing import Annotated, Any, Literal, Sequence, Union
 import tyro
 
 from podrl.cli import presets
-from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.core.distributed import DistributedConfig
 from podrl.cli.experiment import Experiment, agent_name, layout_config
+from podrl.run.options import help_of, option_of
 
-RUN_GROUPS: dict[str, tuple[str, ...]] = {
-    "env": ("env", "env_kwargs", "vectorization"),
-    "evaluation": ("eval_every", "eval_episodes", "eval_max_steps", "eval_async"),
-    "population": ("population", "sweep", "population_shards", "pbt_every", "pbt_fraction", "pbt_perturb"),
-}
-"""Run fields shown in their own `--help` box (flags unprefixed); the others are in the `run` box."""
+BOXES = ("run", "env", "evaluation", "population")
+"""The `--help` boxes of run fields (flags unprefixed), in order; a field's box is its option's
+(`podrl.run.options`). A field holding a nested config (logging, checkpoint) is a box of its
+own, after these, whose flags keep the prefix (`--logging.run-dir`)."""
 
-NESTED = {"logging": LoggingConfig, "checkpoint": CheckpointConfig}
-"""Nested run configs: their flags keep the prefix (`--logging.run-dir`)."""
+
+def nested_configs(config_type: type) -> dict[str, type]:
+    """The fields of `config_type` that hold a nested config, with its class (`{"logging": LoggingConfig, ...}`)."""
+    hints = typing.get_type_hints(config_type)
+    return {f.name: hints[f.name] for f in dataclasses.fields(config_type) if dataclasses.is_dataclass(hints[f.name])}
+
+
+def run_boxes(config_type: type) -> dict[str, tuple[str, ...]]:
+    """The fields of each of `BOXES`, in field order (nested configs left out)."""
+    nested, boxes = nested_configs(config_type), {box: [] for box in BOXES}
+    for field in dataclasses.fields(config_type):
+        box = option_of(config_type, field.name).box
+        if box not in boxes:
+            raise ValueError(f"{config_type.__name__}.{field.name}: box {box!r} is not one of {BOXES}")
+        if field.name not in nested:
+            boxes[box].append(field.name)
+    return {box: tuple(fields) for box, fields in boxes.items()}
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -65,22 +79,17 @@ def _with_help(hint: Any, text: str | None, empty_default: bool) -> Any:
     return Annotated[(base, *others, arg)]  # type: ignore[valid-type]
 
 
-def _group(name: str, source: type, fields: tuple[str, ...], help_text: dict[str, str], prefix: str = "") -> type:
-    """A frozen dataclass called `name` with `source`'s `fields` (same types and defaults, `help_text`)."""
+def _group(name: str, source: type, fields: tuple[str, ...], layout: str) -> type:
+    """A frozen dataclass called `name` with `source`'s `fields` (same types and defaults, `layout`'s help)."""
     hints = typing.get_type_hints(source, include_extras=True)
     docs = field_docs(source)
     spec = []
     for field in fields:
         default = getattr(source(), field)
-        text = help_text.get(prefix + field, docs.get(field))
+        text = help_of(source, field, layout, docs.get(field))
         empty = isinstance(default, tuple) and not default
         spec.append((field, _with_help(hints[field], text, empty), dataclasses.field(default=default)))
     return dataclasses.make_dataclass(name, spec, frozen=True)
-
-
-def _run_fields(config_type: type) -> tuple[str, ...]:
-    grouped = {f for fields in RUN_GROUPS.values() for f in fields} | set(NESTED)
-    return tuple(f.name for f in dataclasses.fields(config_type) if f.name not in grouped)
 
 
 @functools.cache
@@ -89,19 +98,15 @@ def flags_type(layout: str) -> type:
     from podrl.agents import AGENTS
 
     config_type = layout_config(layout)
-    helps = dict(getattr(config_type, "HELP", {}))
-    names = {f.name for f in dataclasses.fields(config_type)}
-    boxes = {"run": _run_fields(config_type),
-             **{g: tuple(f for f in fields if f in names) for g, fields in RUN_GROUPS.items()}}
     spec: list[tuple[str, Any, Any]] = []
-    for group, fields in boxes.items():
+    for group, fields in run_boxes(config_type).items():
         if fields:
-            kind = _group(f"{layout}_{group}", config_type, fields, helps)
+            kind = _group(f"{layout}_{group}", config_type, fields, layout)
             spec.append((group, Annotated[kind, tyro.conf.OmitArgPrefixes], dataclasses.field(default=kind())))
-    for group, source in NESTED.items():
-        kind = _group(group, source, tuple(f.name for f in dataclasses.fields(source)), helps, f"{group}.")
+    for group, source in nested_configs(config_type).items():
+        kind = _group(group, source, tuple(f.name for f in dataclasses.fields(source)), layout)
         spec.append((group, kind, dataclasses.field(default=kind())))
-    hosts = _group("hosts", DistributedConfig, tuple(f.name for f in dataclasses.fields(DistributedConfig)), helps)
+    hosts = _group("hosts", DistributedConfig, tuple(f.name for f in dataclasses.fields(DistributedConfig)), layout)
     spec.append(("hosts", Annotated[hosts, tyro.conf.OmitArgPrefixes], dataclasses.field(default=hosts())))
     agents = Union[tuple(Annotated[e.config, tyro.conf.subcommand(n, description=e.description)]  # type: ignore
                          for n, e in AGENTS.items())]
@@ -112,7 +117,7 @@ def flags_type(layout: str) -> type:
         ("preset", Annotated[Literal[names] | None, tyro.conf.arg(  # type: ignore[valid-type]
             help="Start from a named config with known-good hyperparameters (listed above); other flags "
                  "override its fields.")], dataclasses.field(default=None)),
-        ("cpu_devices", Annotated[int | None, tyro.conf.arg(help=helps.get("cpu_devices"))],
+        ("cpu_devices", Annotated[int | None, tyro.conf.arg(help=help_of(Experiment, "cpu_devices", layout, None))],
          dataclasses.field(default=None)),
     ]
     return dataclasses.make_dataclass(f"Train{layout.capitalize()}Flags", spec, frozen=True)
@@ -120,11 +125,11 @@ def flags_type(layout: str) -> type:
 
 def to_flags(experiment: Any) -> Any:
     """The flags instance whose values are `experiment`'s (the defaults tyro shows and starts from)."""
-    flags = flags_type(experiment.run.layout)
+    flags, nested = flags_type(experiment.run.layout), nested_configs(type(experiment.run))
     values: dict[str, Any] = {}
     for box in dataclasses.fields(flags):
         kind = typing.get_type_hints(flags)[box.name]
-        if box.name in NESTED:
+        if box.name in nested:
             values[box.name] = kind(**dataclasses.asdict(getattr(experiment.run, box.name)))
         elif box.name == "hosts":
             values[box.name] = kind(**dataclasses.asdict(experiment.distributed))
@@ -138,9 +143,10 @@ def to_flags(experiment: Any) -> Any:
 def from_flags(layout: str, flags: Any) -> Any:
     """The `Experiment` the parsed `flags` describe (its configs validate themselves here)."""
     run: dict[str, Any] = {}
+    nested = nested_configs(layout_config(layout))
     for box in dataclasses.fields(flags):
-        if box.name in NESTED:
-            run[box.name] = NESTED[box.name](**_values(getattr(flags, box.name)))
+        if box.name in nested:
+            run[box.name] = nested[box.name](**_values(getattr(flags, box.name)))
         elif box.name not in ("hosts", "agent", "preset", "cpu_devices"):
             run.update(_values(getattr(flags, box.name)))
     return Experiment(run=layout_config(layout)(**run), agent=flags.agent,

@@ -68,14 +68,13 @@ def experiment_of(config: dict[str, Any], where: str):
         raise PolicyError(f"the config saved in {where!r} does not build here: {e}") from e
 
 
-def agent_config_from(config: dict[str, Any]):
-    """The agent config saved in a checkpoint's `config`, through the agent registry."""
-    from podrl.agents import UnknownAgentError, config_from_saved
+def agent_config_from(config: dict[str, Any], where: str):
+    """The agent config saved in a checkpoint's `config` (`podrl.cli.experiment.saved_agent`, as a resume
+    rebuilds it); PolicyError when this version cannot rebuild it, a warning for fields it does not know."""
+    from podrl.cli.experiment import saved_agent
 
     try:
-        agent_config, ignored = config_from_saved(config["agent_type"], config["agent"])
-    except UnknownAgentError as e:
-        raise PolicyError(str(e)) from e
+        agent_config, ignored = saved_agent(config, where)
     except (TypeError, ValueError) as e:  # ConfigError is a ValueError
         raise PolicyError(f"the checkpoint's {config['agent_type']} is invalid here: {e}") from e
     if ignored:
@@ -90,7 +89,7 @@ def load_policy(config: dict[str, Any], checkpointer, step: int, trained_spec: A
     """
     import jax
 
-    agent = agent_config_from(config).make_agent(trained_spec, 1)
+    agent = agent_config_from(config, checkpointer.directory).make_agent(trained_spec, 1)
     key = jax.random.key(0)  # only shapes matter: the values come from the checkpoint
     if config["layout"] == "anakin":
         num_seeds = int(config["run"].get("population") or config["run"].get("num_seeds", 1))  # or members

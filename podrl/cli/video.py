@@ -19,7 +19,10 @@ def gymnasium_id(name: str) -> str | None:
     """The gymnasium id behind an env name ('CartPole-v1', 'jax:CartPole-v1'), or None."""
     import gymnasium
 
-    for candidate in (name, name.removeprefix("jax:")):
+    from podrl.envs.schemes import SCHEMES, split
+
+    form, rest = split(name)
+    for candidate in (name, rest if form is SCHEMES["jax"] else name):
         if candidate in gymnasium.registry:
             return candidate
     return None

@@ -24,7 +24,7 @@ import functools
 import logging
 import os
 import sys
-from typing import Any, NamedTuple
+from typing import Any, Collection, NamedTuple
 
 import jax
 import numpy as np
@@ -33,11 +33,6 @@ import orbax.checkpoint as ocp
 from podrl.run.config import CheckpointConfig
 from podrl.core.errors import ConfigError, UserInputError
 from podrl.envs.registry import renamed_env
-
-SAFE_TO_CHANGE = {"total_steps", "logging", "eval_every", "eval_episodes", "eval_max_steps", "eval_async", "checkpoint",
-                  "updates_per_call", "log_every", "timeout_s", "compile_cache"}
-"""Run fields that may differ between a checkpoint and the run resuming it."""
-
 
 def upgraded_config(config: dict[str, Any]) -> dict[str, Any]:
     """A saved config as this version reads it: a `run.env` naming podrl's own module by its old path
@@ -189,9 +184,10 @@ class Checkpointer:
         self.manager.close()
 
 
-def config_differences(saved: dict[str, Any], current: dict[str, Any],
-                       defaults: dict[str, Any] | None = None) -> list[str]:
-    """Dotted names (with both values) of the fields that differ, safe run fields aside.
+def config_differences(saved: dict[str, Any], current: dict[str, Any], defaults: dict[str, Any] | None = None,
+                       may_change: Collection[str] = ()) -> list[str]:
+    """Dotted names (with both values) of the fields that differ, the run fields in `may_change` aside
+    (those its run config declares `on_resume=MAY_CHANGE`: `podrl.run.options.may_change_on_resume`).
 
     A field the checkpoint does not have (added to the code after it was written)
     counts as saved with its value in `defaults` (a resolved config of default
@@ -201,7 +197,7 @@ def config_differences(saved: dict[str, Any], current: dict[str, Any],
         saved = _with_missing(saved, defaults)
 
     def strip(config: dict[str, Any]) -> dict[str, Any]:
-        run = {k: v for k, v in config.get("run", {}).items() if k not in SAFE_TO_CHANGE}
+        run = {k: v for k, v in config.get("run", {}).items() if k not in may_change}
         return {**{k: v for k, v in config.items() if k != "run_dir"}, "run": run}
 
     return _differences(strip(saved), strip(current), "")
@@ -237,12 +233,13 @@ def _normalise(value: Any) -> Any:
     return value
 
 
-def check_resumable(saved: dict[str, Any], current: dict[str, Any], defaults: dict[str, Any] | None = None) -> None:
-    """Refuses a resume whose config differs from the checkpoint's, naming every field."""
-    diffs = config_differences(saved, current, defaults)
+def check_resumable(saved: dict[str, Any], current: dict[str, Any], defaults: dict[str, Any] | None = None,
+                    may_change: Collection[str] = ()) -> None:
+    """Refuses a resume whose config differs from the checkpoint's but for `may_change`, naming every field."""
+    diffs = config_differences(saved, current, defaults, may_change)
     if diffs:
         raise ConfigError("resume", "the checkpoint was written by a different config; differing fields: "
-                          + "; ".join(diffs) + f". Only {sorted(SAFE_TO_CHANGE)} may change on resume.")
+                          + "; ".join(diffs) + f". Only {sorted(may_change)} may change on resume.")
 
 
 class ResumePoint(NamedTuple):
@@ -253,10 +250,10 @@ class ResumePoint(NamedTuple):
     config: dict[str, Any]  # the resolved config saved with it
 
 
-def find_resume_point(settings: CheckpointConfig, config: dict[str, Any],
-                      defaults: dict[str, Any] | None = None) -> ResumePoint | None:
+def find_resume_point(settings: CheckpointConfig, config: dict[str, Any], defaults: dict[str, Any] | None = None,
+                      may_change: Collection[str] = ()) -> ResumePoint | None:
     """Opens `settings.resume` (None when not resuming) and refuses a differing config, naming the fields
-    (`defaults`: see `config_differences`)."""
+    (`defaults`, `may_change`: see `config_differences`)."""
     if settings.resume is None:
         return None
     directory = resume_dir(settings.resume)
@@ -266,7 +263,7 @@ def find_resume_point(settings: CheckpointConfig, config: dict[str, Any],
         saved = source.read_config(step)
     finally:
         source.close()
-    check_resumable(saved, config, defaults)
+    check_resumable(saved, config, defaults, may_change)
     return ResumePoint(directory, step, saved)
 
 

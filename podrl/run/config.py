@@ -1,5 +1,7 @@
 """Frozen, validated run configs both layouts share (each layout's own config extends `RunConfig`:
-`podrl.anakin.config.AnakinConfig`, `podrl.sebulba.config.SebulbaConfig`). Every field carries a one-line doc (tyro shows it).
+`podrl.anakin.config.AnakinConfig`, `podrl.sebulba.config.SebulbaConfig`). Every field carries a one-line doc (tyro shows it),
+and, declared with it (`podrl.run.options.option`), its `--help` box, whether it may change on `--resume`
+and its `--help` wording where a layout words it its own way.
 
 Field checks that need nothing but the config run in `__post_init__`, so a bad
 value fails before JAX compiles anything; checks that need the device count run
@@ -15,6 +17,8 @@ from typing import Annotated, ClassVar
 import tyro
 
 from podrl.core.errors import ConfigError, require_bool, require_choice, require_int, require_number
+from podrl.envs.schemes import LAYOUTS, help_text
+from podrl.run.options import MAY_CHANGE, option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,8 +31,10 @@ class LoggingConfig:
     """Name of this run's folder under run_dir; default: '<env>__<agent>__seed<seed>__<time>'."""
     tensorboard: bool = True
     """Also write TensorBoard event files (needs tensorboardX, the 'tensorboard' extra)."""
-    console: bool = True
-    """Print a progress line after each compiled call."""
+    console: bool = option(True, help={"anakin": "Print a progress line after each compiled call (--updates-per-call "
+                                                 "updates).",
+                                       "sebulba": "Print a progress line every --log-every updates."})
+    """Print a progress line after each logged record."""
     profile: Annotated[str | None, tyro.conf.arg(aliases=("--profile",))] = None
     """Write a jax.profiler trace of a few training calls into this folder (open it in perfetto or TensorBoard)."""
     wandb_project: str | None = None
@@ -79,25 +85,34 @@ class RunConfig:
     layout: ClassVar[str] = ""
     """The layout name runs and checkpoints record (set by each layout's config)."""
 
-    env: str = "CartPole-v1"
-    """Anakin: a JAX env id (CartPole-v1, Acrobot-v1, Pendulum-v1, MatchSign-v0), 'gymnax:<id>' or 'craftax:<id>' (env params as ',field=value' after the id) or 'module:Class'. Sebulba: a gymnasium id, 'jax:<id>', 'gymnax:<id>', 'craftax:<id>', 'dm_env:module:factory', 'dmc:<domain>-<task>', 'ale:Pong', 'envpool:<id>' or 'module:factory'."""
-    seed: int = 0
-    """Seed of params, envs and PRNG keys (Anakin's seed i of --num-seeds uses seed + i)."""
-    total_steps: int = 500_000
-    """Environment steps (Anakin: per seed; Sebulba: of this process's actors); rounded down to whole updates."""
-    eval_every: int = 128
-    """Evaluate the greedy policy every this many updates (after the logged call that reaches or passes each multiple) and at the end; 0 = only at the end."""
-    eval_episodes: int = 32
-    """Greedy episodes per evaluation (Anakin: per seed, rounded up to a multiple of the device count)."""
-    eval_max_steps: int = 1000
+    env: str = option("CartPole-v1", box="env", help={layout: help_text(layout) for layout in LAYOUTS})
+    """The env: a name of a form the layout takes (`podrl.envs.schemes`; `--help` lists them)."""
+    seed: int = option(0, help={
+        "anakin": "Seed of params, envs and PRNG keys (seed i of --num-seeds, or member i of --population, uses "
+                  "seed + i).",
+        "sebulba": "Seed of params, envs and PRNG keys (each actor thread and learner shard derives its own)."})
+    """Seed of params, envs and PRNG keys (each layout derives its seeds' and threads' own from it)."""
+    total_steps: int = option(500_000, on_resume=MAY_CHANGE, help={
+        "anakin": "Environment steps per seed (or population member); rounded down to whole updates.",
+        "sebulba": "Environment steps of this process's actors; rounded down to whole updates."})
+    """Environment steps to train for (per seed, or per process: the layouts' --help says); rounded down to whole updates."""
+    eval_every: int = option(128, box="evaluation", on_resume=MAY_CHANGE, help={
+        "anakin": "Evaluate the greedy policy every this many updates (after the compiled call of --updates-per-call "
+                  "updates that reaches or passes each multiple), and at the end; 0 = only at the end."})
+    """Evaluate the greedy policy every this many updates (after the record that reaches or passes each multiple) and at the end; 0 = only at the end."""
+    eval_episodes: int = option(32, box="evaluation", on_resume=MAY_CHANGE, help={
+        "anakin": "Greedy episodes per evaluation, per seed (rounded up to a multiple of the device count); "
+                  "0 = no evaluation (no eval program is compiled)."})
+    """Greedy episodes per evaluation; 0 = no evaluation."""
+    eval_max_steps: int = option(1000, box="evaluation", on_resume=MAY_CHANGE)
     """Step bound of one evaluation episode (for envs without a time limit)."""
-    eval_async: bool = False
+    eval_async: bool = option(False, box="evaluation", on_resume=MAY_CHANGE)
     """Evaluate in a background thread on a copy of update k's params while training goes on (logged at k as its own record; at most one in flight)."""
-    compile_cache: str = "auto"
+    compile_cache: str = option("auto", on_resume=MAY_CHANGE)
     """Persistent compilation cache (training scripts): 'auto' (JAX_COMPILATION_CACHE_DIR, else ~/.cache/podrl/jax), 'none', or a folder."""
-    logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
+    logging: LoggingConfig = option(default_factory=LoggingConfig, on_resume=MAY_CHANGE)
     """Logging settings."""
-    checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
+    checkpoint: CheckpointConfig = option(default_factory=CheckpointConfig, on_resume=MAY_CHANGE)
     """Checkpoint and resume settings."""
 
     def __post_init__(self):

@@ -12,7 +12,9 @@ Both training loops (`podrl.anakin.train`, `podrl.sebulba.train`) open a
         stopped_by = run.finish(update, state, params)           # final save
 
 Resuming (`config.checkpoint.resume`) continues the same run: the checkpoint's
-config is checked before anything is built, its update count is the first
+config is checked before anything is written or compiled (the env and the agent are
+built before the run, by the layout's `setup.py`), only the fields declared
+`MAY_CHANGE` (`podrl.run.options`) may differ, its update count is the first
 update, logging continues in the run directory the checkpoint was written from
 (`metrics.jsonl` appended, TensorBoard purged past the checkpoint, steps and
 wall time continuing), and a total that does not go past the checkpoint is a
@@ -33,6 +35,7 @@ from podrl.run.config_json import resolved_config
 from podrl.core.errors import ConfigError
 from podrl.core.keys import eval_seed
 from podrl.run.logging import RunLogger
+from podrl.run.options import may_change_on_resume
 from podrl.run.control import SaveSchedule, StopRequests
 from podrl.core.types import AgentConfig
 
@@ -54,7 +57,7 @@ class RunContext:
         resume = None
         if config.checkpoint.resume is not None:  # fields newer than the checkpoint count as their defaults
             defaults = resolved_config(layout, type(config)(), type(agent_config)())
-            resume = find_resume_point(config.checkpoint, resolved, defaults)
+            resume = find_resume_point(config.checkpoint, resolved, defaults, may_change_on_resume(type(config)))
         self.start = resume.update if resume is not None else 0
         _check_total(config, self.start)
         stop_after = config.checkpoint.stop_after_updates

@@ -78,6 +78,10 @@ class Program(Protocol):
     def env_steps_of(self, updates: int) -> int:
         """Env steps done by `updates` updates, over every seed and process (for the closing SPS)."""
 
+    def close(self) -> None:
+        """Releases what the program holds (Sebulba: its actor threads and envs); the layout's train.py
+        calls it once, after the run or whatever failure, the driver never does."""
+
 
 class Driven(NamedTuple):
     """What a driven run returns (the layouts wrap it in their result types)."""

@@ -7,7 +7,9 @@ import dataclasses
 import functools
 from typing import Any, ClassVar
 
+from podrl.envs.schemes import check_host_options
 from podrl.run.config import RunConfig
+from podrl.run.options import MAY_CHANGE, option
 from podrl.core.errors import ConfigError, is_int, require_choice, require_int, require_number
 from podrl.core.types import AgentConfig
 
@@ -18,18 +20,6 @@ class SebulbaConfig(RunConfig):
 
     layout: ClassVar[str] = "sebulba"
     """The layout name runs and checkpoints record."""
-    HELP: ClassVar[dict[str, str]] = {
-        "env": "A gymnasium id, 'jax:<id>', 'gymnax:<id>', 'craftax:<id>', 'ale:Pong', 'envpool:<id>', "
-               "'dm_env:module:factory', 'dmc:<domain>-<task>' (dm_control) or 'module:factory' (your own env; the current folder is importable, "
-               "and --env-kwargs reach its constructor).",
-        "seed": "Seed of params, envs and PRNG keys (each actor thread and learner shard derives its own).",
-        "total_steps": "Environment steps of this process's actors; rounded down to whole updates.",
-        "logging.console": "Print a progress line every --log-every updates.",
-        "cpu_devices": "On CPU, split the host into this many JAX devices (actors on --actor-devices, learners "
-                       "on the rest).",
-    }
-    """--help wording of shared fields, for this layout (`podrl.cli.flags`)."""
-
     eval_every: int = 0
     """Evaluate the greedy policy every this many updates (after the log record that reaches or passes each multiple) and at the end; 0 = only at the end."""
     eval_episodes: int = 16
@@ -50,14 +40,14 @@ class SebulbaConfig(RunConfig):
     """Staleness: '0' synchronous, 'N' fixed N-version policy lag (Cleanba uses 1), 'async' latest params."""
     queue_size: int = 1
     """Rollouts each actor thread may have waiting for the learner (bounds async lag to queue_size + 1)."""
-    vectorization: str = "sync"
-    """How gymnasium envs of one thread are vectorised: 'sync' (in the thread) or 'async' (worker processes, spawn)."""
-    timeout_s: float = 60.0
-    """Any blocking wait (queue, params, env step observed by the learner) longer than this stops the run."""
-    log_every: int = 10
-    """Log metrics every this many updates."""
-    env_kwargs: tuple[str, ...] = ()
+    env_kwargs: tuple[str, ...] = option((), box="env")
     """Host env options as key=value, e.g. protocol=dqn full_action_space=True (ale:/envpool: Atari: protocol machado|dqn, full_action_space, repeat_action_probability, max_episode_frames, num_threads); other envs get them as constructor keyword arguments."""
+    vectorization: str = option("sync", box="env")
+    """How gymnasium envs of one thread are vectorised: 'sync' (in the thread) or 'async' (worker processes, spawn)."""
+    timeout_s: float = option(60.0, on_resume=MAY_CHANGE)
+    """Any blocking wait (queue, params, env step observed by the learner) longer than this stops the run."""
+    log_every: int = option(10, on_resume=MAY_CHANGE)
+    """Log metrics every this many updates."""
 
     def __post_init__(self):
         require_int(self, "threads_per_actor_device", "envs_per_thread", "rollout_length", "queue_size", "log_every")
@@ -69,11 +59,7 @@ class SebulbaConfig(RunConfig):
             raise ConfigError("lag", f"must be a non-negative integer ('0', '1', ...) or 'async', got {self.lag!r}")
         require_choice(self, "vectorization", ("sync", "async"))
         super().__post_init__()
-        options = self.env_options  # checks the key=value syntax
-        if self.env.startswith("ale:"):  # Atari options are known without building the env
-            from podrl.envs.adapters.atari import atari_protocol
-
-            atari_protocol(**options)
+        check_host_options(self.env, self.env_options)  # the key=value syntax, and ale's Atari options
 
     @functools.cached_property
     def env_options(self) -> dict[str, Any]:

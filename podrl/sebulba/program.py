@@ -1,10 +1,17 @@
 """The Sebulba host program: actor threads on host envs feed the learner step in the main thread.
 
-It has Anakin's host interface (`podrl.run.driver.Program`), so `podrl.run.driver.drive` runs it:
-`init` builds the envs (checked against their specs), the agent and its train state on the
-learner mesh; `compile` resets the envs and compiles inference on every actor device and the
-learner step; `start` publishes the params and starts the actors (`ActorPool`); one training
-call is one update; `close` stops and joins every thread and closes every env.
+It has Anakin's host interface (`podrl.run.driver.Program`), so `podrl.run.driver.drive` runs it.
+It runs what `podrl.sebulba.setup.build` built before the run (the envs, checked against their
+specs, the agent, the learner mesh): `init` is the fresh train state on the learner mesh;
+`compile` resets the envs and compiles inference on every actor device and the learner step;
+`start` publishes the params and starts the actors (`ActorPool`); one training call is one
+update; `close` stops and joins every thread and closes every env.
+
+Keys and host env seeds come from `podrl.core.keys` (the tree Anakin uses): the params from
+`seed_keys(seed).params`; actor thread j (global index) acts with base key `base_key(run_key, j)`,
+learner shard d updates with `base_key(run_key, d)`; JAX host envs reset thread j's envs with
+slice j of `env_keys(env_key, total_envs)` (`podrl.sebulba.rollout.reset_env`). With one thread
+and one learner device this is exactly Anakin's single-device schedule.
 
 Update `i` takes rollout `i` from every actor queue in thread order (deterministic batches),
 runs the learner step, checks the rollouts' rewards/observations and the metrics are finite,
@@ -24,33 +31,30 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from podrl.envs.types import EnvSpec
 from podrl.core.distributed import host_sum, is_main_process
 from podrl.run.evaluation import evaluate_host_greedy
 from podrl.core.finite import InputCounts, check_evaluation, check_training, rows_with_nonfinite
 from podrl.core.keys import base_key, seed_keys
-from podrl.core.learner_state import check_shard_state_fits, init_on_mesh
-from podrl.core.mesh import data_mesh, local_replica
+from podrl.core.learner_state import init_on_mesh
+from podrl.core.mesh import local_replica
 from podrl.core.parallel import DATA_AXIS
-from podrl.sebulba.rollout import ActorLink, ActorPolicy, ActorPool, ActorThread, make_act_step
+from podrl.sebulba.rollout import ActorLink, ActorPolicy, ActorPool, ActorThread, make_act_step, reset_env, warm_up
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.learner import LearnerStep, make_learner_step
 from podrl.sebulba.params import ParamsSource
-from podrl.sebulba.setup import learner_devices, make_env, reset_env, warm_up
+from podrl.sebulba.setup import SebulbaSetup, make_env
 from podrl.sebulba.stats import WindowStats
 from podrl.sebulba.stopping import StopSignal
 from podrl.sebulba.transport import bytes_per_step, learner_shardings, place_on_learners
-from podrl.core.types import AgentConfig, TrainState
+from podrl.core.types import TrainState
 
 
 class SebulbaProgram:
     """One Sebulba run on this process (see the module docstring).
 
     Args:
-      config: the run config (`check_layout` passed; `learner_ids` is what it returned).
-      agent_config: the agent's config.
-      env_factory: optional `(thread_index, num_envs) -> HostVectorEnv` replacing `config.env`.
-      local: this process's devices.
+      config: the run config.
+      built: what `podrl.sebulba.setup.build` built for it (the envs are the program's to close).
 
     After a run: `lags` (int `[num_updates, threads]`, learner version - actor version),
     `env_steps` (this process's consumed env steps), `global_steps` (over all processes).
@@ -59,14 +63,12 @@ class SebulbaProgram:
     save_on_failure = True  # the learner's train state survives an actor's failure
     profile_calls = 3
 
-    def __init__(self, config: SebulbaConfig, agent_config: AgentConfig, env_factory, local: list[jax.Device],
-                 learner_ids: tuple[int, ...]):
-        self.config, self.agent_config, self.env_factory = config, agent_config, env_factory
-        self.actor_devices = [local[i] for i in config.actor_devices]
-        self.mesh = data_mesh(learner_devices(learner_ids))
+    def __init__(self, config: SebulbaConfig, built: SebulbaSetup):
+        self.config, self.env_factory = config, built.env_factory
+        self.agent, self.spec, self.mesh, self.actor_devices = built.agent, built.spec, built.mesh, built.actor_devices
         self.keys = seed_keys(config.seed)
         self.stop = StopSignal()
-        self.pool = ActorPool([], [], self.stop, config.timeout_s)
+        self.pool = ActorPool([], list(built.envs), self.stop, config.timeout_s)
         self.lags = np.zeros((config.num_updates, config.num_threads), np.int64)
         self.env_steps = self.global_steps = 0
         self._eval_env = None
@@ -75,16 +77,7 @@ class SebulbaProgram:
     # ---- building (main thread) ----
 
     def init(self) -> TrainState:
-        """Builds the envs and the agent; the fresh train state on the learner mesh."""
-        from podrl.envs.adapters.specs import check_host_env
-
-        config = self.config
-        for j in range(config.num_threads):
-            self.pool.envs.append(make_env(config, self.env_factory, j, config.envs_per_thread))
-        check_host_env(self.pool.envs[0])
-        self.spec = EnvSpec(self.pool.envs[0].observation_spec(), self.pool.envs[0].action_spec())
-        self.agent = self.agent_config.make_agent(self.spec, config.num_updates)
-        check_shard_state_fits(self.agent, self.spec, self.agent_config, list(self.mesh.devices.flat))
+        """The fresh train state on the learner mesh."""
         return init_on_mesh(self.agent, self.keys.params, self.spec, self.mesh)
 
     def compile(self, state: TrainState) -> float:

@@ -1,6 +1,7 @@
 """Sebulba actor threads: step host envs, infer on an actor device, ship rollouts.
 
-An actor thread owns one `HostVectorEnv` (created in the main thread), one
+An actor thread owns one `HostVectorEnv` (built before the run, `podrl.sebulba.setup`, and
+reset here, `reset_env`, with its inference compiled in the main thread, `warm_up`), one
 bounded queue and one PRNG key. For rollout `i` it takes params from the
 `ParamsSource` (the staleness protocol lives there), acts `rollout_length` steps,
 places the `[T, B]` Trajectory on the learner devices split along the batch axis
@@ -20,10 +21,10 @@ import numpy as np
 
 from podrl.envs.host import HostVectorEnv
 from podrl.envs.types import LAST, TimeStep
-from podrl.core.keys import step_keys, update_keys
+from podrl.core.keys import env_keys, host_env_seed, step_keys, update_keys
 from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.stopping import RunStopped, StopSignal
-from podrl.sebulba.transport import place_on_learners, stack_rollout, step_record
+from podrl.sebulba.transport import example_trajectory, place_on_learners, stack_rollout, step_record
 from podrl.core.types import Agent, Trajectory, reset_finished_actor_state
 
 
@@ -47,6 +48,28 @@ def make_act_step(agent: Agent) -> Callable:
         return agent.act(params, actor_state, observation, step_keys[t])
 
     return jax.jit(act_step)
+
+
+def reset_env(env: HostVectorEnv, env_key: jax.Array, thread: int, total_envs: int, seed: int) -> TimeStep:
+    """The first timestep of actor thread `thread` (global index): JAX host envs reset with slice `thread`
+    of `env_keys(env_key, total_envs)` (Anakin's key tree), other envs with `host_env_seed(seed, thread)`."""
+    reset_from_keys = getattr(env, "reset_from_keys", None)
+    if reset_from_keys is not None:
+        n = env.num_envs
+        return reset_from_keys(env_keys(env_key, total_envs)[thread * n:(thread + 1) * n])
+    return env.reset(host_env_seed(seed, thread))
+
+
+def warm_up(agent: Agent, act_step, params, first: TimeStep, device, length: int) -> Trajectory:
+    """Compiles `act_step` for `device`; returns a zero Trajectory shaped like one rollout."""
+    params = jax.device_put(params, device)
+    batch = first.observation.shape[0]
+    actor_state = jax.device_put(agent.init_actor_state(batch), device)
+    keys = jax.device_put(step_keys(jax.random.key(0), length), device)
+    action, extras, _ = jax.device_get(act_step(params, actor_state, first.observation, keys, 0))
+    flags = np.zeros(batch, np.float32)  # reward, discount, truncated: cast by the transport
+    step = step_record(first.observation, action, flags, flags, flags, first.observation, extras)
+    return example_trajectory(step, jax.device_get(agent.init_actor_state(batch)), length)
 
 
 class ActorPolicy(NamedTuple):

@@ -1,27 +1,79 @@
-"""The pieces a Sebulba program builds in the main thread before any actor starts: host envs
-(from `config.env` or a factory), their first reset, the learner devices, compiled inference.
+"""What a Sebulba run builds before it starts (the twin of `podrl.anakin.setup`): the device split
+checked against the config, the learner mesh, one host env batch per actor thread (checked
+against its own specs), the env spec, the agent, and the learner state's fit on a device.
 
-Keys and host env seeds come from `podrl.core.keys` (the tree Anakin uses): actor
-thread j (global index) acts with base key `base_key(run_key, j)`, learner shard
-d updates with `base_key(run_key, d)`; JAX host envs reset thread j's envs with
-slice j of `env_keys(env_key, total_envs)`. With one thread and one learner
-device this is exactly Anakin's single-device schedule.
+Both layouts build their envs and agent here, in `build`, before `podrl.run.context.RunContext`
+opens the run, and hand the result to their program (`program.py`), because:
+
+* a bad env name, an env that breaks its spec, an agent that cannot act in the env, a batch the
+  devices cannot split or a replay buffer no device holds then fails before a run folder, a
+  logger or a W&B run exists, and before a resume opens its checkpoint;
+* building runs in the calling thread, outside the watchdog (`podrl.run.watchdog`, which guards
+  the program's device stages: init, compile, the calls): an env constructor takes as long as
+  it needs, and no helper thread is left parked in it;
+* envs hold threads and processes (async vectorisation, envpool, ale-py's vector env), so every
+  failure path closes them: `build` closes the envs it built when a later step of it fails, and
+  the program's `close` (train.py's `finally`, whatever the run context or the driver raised)
+  closes them after it.
+
+The evaluation env batch is the exception: built on the first evaluation (`SebulbaProgram.evaluate`,
+process 0 only), it joins the envs the program closes.
 """
 
 from __future__ import annotations
 
+from typing import Callable, NamedTuple
+
 import jax
-import numpy as np
+from jax.sharding import Mesh
 
-from podrl.envs.host import HostVectorEnv
 from podrl.core.errors import ConfigError
-from podrl.core.keys import env_keys, host_env_seed, step_keys
+from podrl.core.learner_state import check_shard_state_fits
+from podrl.core.mesh import data_mesh
+from podrl.core.types import Agent, AgentConfig
+from podrl.envs.host import HostVectorEnv
+from podrl.envs.types import EnvSpec
 from podrl.sebulba.config import SebulbaConfig
-from podrl.sebulba.transport import example_trajectory, step_record
-from podrl.core.types import Agent, Trajectory
+
+EnvFactory = Callable[[int, int], HostVectorEnv]
+"""`(thread_index, num_envs) -> HostVectorEnv`, replacing `config.env` (thread -1: the evaluation batch)."""
 
 
-def make_env(config: SebulbaConfig, factory, thread: int, num_envs: int) -> HostVectorEnv:
+class SebulbaSetup(NamedTuple):
+    """What `build` returns: what the program runs, built and checked."""
+
+    envs: list[HostVectorEnv]  # one batch of `envs_per_thread` per actor thread of this process, not yet reset
+    spec: EnvSpec  # the spec of one env
+    agent: Agent  # made for `spec` and the run's update count
+    mesh: Mesh  # the learner mesh (the learner devices of every process)
+    actor_devices: list[jax.Device]  # this process's actor devices, in `config.actor_devices` order
+    env_factory: EnvFactory | None  # what builds envs instead of `config.env` (the evaluation batch, later)
+
+
+def build(config: SebulbaConfig, agent_config: AgentConfig, env_factory: EnvFactory | None = None) -> SebulbaSetup:
+    """Checks `config` against the local devices and `agent_config`, builds the envs and the agent (module doc)."""
+    from podrl.envs.adapters.specs import check_host_env
+
+    local = jax.local_devices()
+    learner_ids = config.check_layout(len(local), agent_config)
+    mesh = data_mesh(learner_devices(learner_ids))
+    envs: list[HostVectorEnv] = []
+    try:
+        for j in range(config.num_threads):
+            envs.append(make_env(config, env_factory, j, config.envs_per_thread))
+        check_host_env(envs[0])
+        spec = EnvSpec(envs[0].observation_spec(), envs[0].action_spec())
+        agent = agent_config.make_agent(spec, config.num_updates)
+        check_shard_state_fits(agent, spec, agent_config, list(mesh.devices.flat))
+    except BaseException:
+        for env in envs:
+            env.close()
+        raise
+    return SebulbaSetup(envs, spec, agent, mesh, [local[i] for i in config.actor_devices], env_factory)
+
+
+def make_env(config: SebulbaConfig, factory: EnvFactory | None, thread: int, num_envs: int) -> HostVectorEnv:
+    """Thread `thread`'s batch of `num_envs` envs: `factory`'s, else `config.env` with its `env_kwargs`."""
     if factory is not None:
         return factory(thread, num_envs)
     from podrl.envs.adapters.make import make_host_env
@@ -38,23 +90,3 @@ def make_env(config: SebulbaConfig, factory, thread: int, num_envs: int) -> Host
 def learner_devices(local_ids: tuple[int, ...]) -> list[jax.Device]:
     """The learner mesh: local devices `local_ids` of every process, by process."""
     return [jax.local_devices(process_index=p)[i] for p in range(jax.process_count()) for i in local_ids]
-
-
-def reset_env(env: HostVectorEnv, env_key: jax.Array, thread: int, total_envs: int, seed: int):
-    reset_from_keys = getattr(env, "reset_from_keys", None)
-    if reset_from_keys is not None:
-        n = env.num_envs
-        return reset_from_keys(env_keys(env_key, total_envs)[thread * n:(thread + 1) * n])
-    return env.reset(host_env_seed(seed, thread))
-
-
-def warm_up(agent: Agent, act_step, params, first, device, length: int) -> Trajectory:
-    """Compiles `act_step` for `device`; returns a zero Trajectory shaped like one rollout."""
-    params = jax.device_put(params, device)
-    batch = first.observation.shape[0]
-    actor_state = jax.device_put(agent.init_actor_state(batch), device)
-    keys = jax.device_put(step_keys(jax.random.key(0), length), device)
-    action, extras, _ = jax.device_get(act_step(params, actor_state, first.observation, keys, 0))
-    flags = np.zeros(batch, np.float32)  # reward, discount, truncated: cast by the transport
-    step = step_record(first.observation, action, flags, flags, flags, first.observation, extras)
-    return example_trajectory(step, jax.device_get(agent.init_actor_state(batch)), length)

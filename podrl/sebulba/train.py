@@ -1,10 +1,10 @@
-"""The Sebulba run: validate, build the host program (`podrl.sebulba.program`), let `podrl.run.driver` run it."""
+"""The Sebulba run: validate and build before the run (`podrl.sebulba.setup`), then let `podrl.run.driver`
+run the host program (`podrl.sebulba.program`) in a `RunContext`; the program's envs are closed on every path."""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import jax
 import numpy as np
 
 from podrl.run.driver import drive
@@ -12,6 +12,7 @@ from podrl.run.context import RunContext
 from podrl.sebulba.rollout import JOIN_GRACE_S
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.program import SebulbaProgram
+from podrl.sebulba.setup import build
 from podrl.core.types import AgentConfig, TrainState
 
 __all__ = ["JOIN_GRACE_S", "SebulbaResult", "train_sebulba"]
@@ -39,14 +40,12 @@ def train_sebulba(config: SebulbaConfig, agent_config: AgentConfig, env_factory=
       env_factory: optional `(thread_index, num_envs) -> HostVectorEnv` replacing
         `config.env` (tests and users with unusual envs).
     """
-    local = jax.local_devices()
-    learner_ids = config.check_layout(len(local), agent_config)
-    with RunContext(config, agent_config, full_config) as run:
-        program = SebulbaProgram(config, agent_config, env_factory, local, learner_ids)
-        try:
+    program = SebulbaProgram(config, build(config, agent_config, env_factory))  # before the run: setup.py
+    try:
+        with RunContext(config, agent_config, full_config) as run:
             driven = drive(program, run)
-        finally:
-            program.close()
+    finally:
+        program.close()
     return SebulbaResult(driven.state, driven.history, program.lags, driven.eval_return, driven.steps_per_second,
                          driven.compile_seconds, program.env_steps, program.global_steps, run.logger.run_dir,
                          run.checkpoints.directory, driven.stopped_by)

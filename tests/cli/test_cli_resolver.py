@@ -152,14 +152,15 @@ def test_help_groups_the_flags_and_speaks_of_its_layout(tmp_path):
 
 def test_an_experiment_parses_its_strings_once():
     from podrl.anakin.config import AnakinConfig
-    from podrl.cli.experiment import default_experiment, parse_env
+    from podrl.cli.experiment import default_experiment
+    from podrl.envs.schemes import SCHEMES, split
     from podrl.sebulba.config import SebulbaConfig
 
     run = SebulbaConfig(env="ale:Pong", env_kwargs=("protocol=dqn", "full_action_space=True"), lag="1")
     assert run.env_options is run.env_options and run.env_options == {"protocol": "dqn", "full_action_space": True}
     experiment = default_experiment("sebulba")
-    assert experiment.lag == 0 and experiment.env_ref == parse_env("CartPole-v1")
-    assert parse_env("dm_env:my_pkg.envs:make").import_path == "my_pkg.envs:make"
-    assert parse_env("my_envs:Chain").import_path == "my_envs:Chain" and parse_env("ale:Pong").scheme == "ale"
+    assert experiment.lag == 0 and split(experiment.run.env) == (None, "CartPole-v1")  # the env name: schemes' table
+    assert split("dm_env:my_pkg.envs:make") == (SCHEMES["dm_env"], "my_pkg.envs:make")
+    assert split("my_envs:Chain") == (None, "my_envs:Chain") and split("ale:Pong")[0] is SCHEMES["ale"]
     anakin = AnakinConfig(population=2, sweep=("agent.entropy_coef=0.0,0.01",))
     assert anakin.sweep_axes is anakin.sweep_axes and anakin.sweep_axes[0].values == (0.0, 0.01)

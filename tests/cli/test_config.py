@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import podrl.anakin.train
+import podrl.anakin.setup
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
@@ -61,7 +61,7 @@ def test_layout_errors_raise_before_compiling(monkeypatch, cpu_devices, run, ppo
     def no_program(*args, **kwargs):
         raise AssertionError("the program was built although the config is invalid")
 
-    monkeypatch.setattr(podrl.anakin.train, "AnakinCompiled", no_program)
+    monkeypatch.setattr(podrl.anakin.setup, "AnakinCompiled", no_program)  # built before the run (setup.py)
     config = AnakinConfig(logging=QUIET, **run)
     with pytest.raises(ConfigError) as info:
         train_anakin(config, PPOConfig(**ppo))
