@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -38,11 +39,23 @@ def wandb_records(path: Path) -> list:
     return records
 
 
+def finished_records(path: Path, timeout_s: float = 30.0) -> list:
+    """The records of an offline run file once W&B has written its `exit` record: `wandb.finish()` can
+    return while W&B's service is still writing the file (seen here: 7 bytes, the header, then the
+    records a quarter of a second later)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        records = wandb_records(path)
+        if any(r.WhichOneof("record_type") == "exit" for r in records) or time.monotonic() > deadline:
+            return records
+        time.sleep(0.1)
+
+
 def history_and_config(run_dir: Path) -> tuple[list[dict], dict]:
     """(the logged rows without W&B's own `_` keys, the run's config) of the one offline run in `run_dir`."""
     (path,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
     rows, config = [], {}
-    for record in wandb_records(path):
+    for record in finished_records(path):
         kind = record.WhichOneof("record_type")
         if kind == "history":
             items = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
