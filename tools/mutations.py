@@ -25,6 +25,7 @@ class Mutation(NamedTuple):
 
 CONTINUOUS = ("tests/agents/test_continuous_update.py", "tests/agents/test_continuous.py")
 MUZERO = ("tests/agents/test_muzero_update.py", "tests/agents/test_muzero_targets.py", "tests/agents/test_muzero.py")
+REANALYSE = ("tests/agents/test_muzero_reanalyse.py",) + MUZERO  # its own file first: the others pass
 PPO = ("tests/agents/test_ppo_update.py", "tests/agents/test_ppo_loss.py", "tests/agents/test_gae.py",
        "tests/agents/test_ppo_config.py")
 OBS_NORM = ("tests/agents/test_obs_norm.py",)
@@ -56,19 +57,30 @@ MUTATIONS: tuple[Mutation, ...] = (
         OBS_NORM, "the loss sees observations normalised by statistics the actors did not act with"),
     Mutation(
         "muzero-online-bootstrap", "agents/muzero/agent.py",
-        "    del params  # the bootstrap values come from the target network alone\n"
-        "    cfg = parts.config\n"
-        "    windows = replay.sample_windows(buffer, key, cfg.batch_size, cfg.window_length, stride)\n"
-        "    return batch_from_windows(parts, target_params, windows)\n",
-        "    cfg = parts.config\n"
-        "    windows = replay.sample_windows(buffer, key, cfg.batch_size, cfg.window_length, stride)\n"
-        "    return batch_from_windows(parts, params, windows)\n",
+        "    bootstrap = bootstrap_values(parts, target_params, windows)  # the bootstrap values come from the target",
+        "    bootstrap = bootstrap_values(parts, params, windows)  # the bootstrap values come from the target",
         MUZERO, "MuZero's n-step value targets bootstrapped from the online network, not the target network"),
     Mutation(
         "muzero-policy-toward-prior", "agents/muzero/losses.py",
         "policy_ce = optax.softmax_cross_entropy(policy_logits, targets.policy)",
         "policy_ce = optax.softmax_cross_entropy(policy_logits, jax.lax.stop_gradient(jax.nn.softmax(policy_logits)))",
         MUZERO, "MuZero's policy head trained toward its own prior instead of the stored search policy"),
+    # ---------------------------------------------------------------- issue 41: MuZero Reanalyse
+    Mutation(
+        "muzero-reanalyse-stale-policy", "agents/muzero/reanalyse.py",
+        "policy = windows.policy.at[:m, :k1].set(fresh_policy)",
+        "policy = windows.policy",
+        REANALYSE, "MuZero Reanalyse searching afresh but training the policy toward the actors' stale search policies"),
+    Mutation(
+        "muzero-reanalyse-stale-value", "agents/muzero/reanalyse.py",
+        "bootstrap = bootstrap.at[rows, last].set(fresh_value)",
+        "bootstrap = bootstrap",
+        REANALYSE, "MuZero Reanalyse's value targets bootstrapped from the plain network values, not its search's"),
+    Mutation(
+        "muzero-reanalyse-online-value", "agents/muzero/reanalyse.py",
+        "_searched(config, network, target_params, windows.next_observation[rows, last]",
+        "_searched(config, network, params, windows.next_observation[rows, last]",
+        REANALYSE, "MuZero Reanalyse's value searches run with the online network instead of the target network"),
     Mutation(
         "ppo-truncation-as-termination", "agents/ppo/agent.py",
         "discount_t=traj.discount,",

@@ -16,8 +16,9 @@ Train state (`podrl.core.types.TrainState`):
 consecutive steps of one env (`podrl.agents.replay.sample_windows`), with targets from
 `podrl.agents.muzero.targets.window_targets` (values bootstrapped from the target network) and the
 unroll loss of `podrl.agents.muzero.losses`; gradients averaged across learners by
-`podrl.agents.actor_critic.sgd_step`. Nothing here mentions devices, threads or layouts. No
-reanalyse: the policy targets are the actors' stored search policies.
+`podrl.agents.actor_critic.sgd_step`. The policy targets are the actors' stored search policies,
+except for the `reanalyse_fraction` of each batch whose policy and value targets are searched
+afresh (`podrl.agents.muzero.reanalyse`). Nothing here mentions devices, threads or layouts.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from podrl.agents.muzero import search
 from podrl.agents.muzero.config import MuZeroConfig
 from podrl.agents.muzero.losses import MuZeroBatch, make_loss_fn
 from podrl.agents.muzero.networks import MuZeroNetwork
+from podrl.agents.muzero.reanalyse import reanalyse
 from podrl.agents.muzero.targets import window_targets
 from podrl.agents.off_policy import (
     ReplayPieces, TargetLearnerState, init_target_learner, replay_update, target_sgd_step,
@@ -149,13 +151,20 @@ def rollout_steps(traj: Trajectory, reward: Array) -> Step:
     return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), steps)
 
 
-def batch_from_windows(parts: MuZeroParts, target_params, windows: Step) -> MuZeroBatch:
-    """The `MuZeroBatch` of windows `[N, L]`: targets with bootstrap values from `target_params`."""
-    cfg = parts.config
+def bootstrap_values(parts: MuZeroParts, target_params, windows: Step) -> Array:
+    """`[N, L]` v(o'_{t+j}): the target network's value of each window step's next observation."""
     n, length = windows.reward.shape
     flat_next = windows.next_observation.reshape((n * length,) + windows.next_observation.shape[2:])
-    root = search.root(parts.network, cfg.support_size, target_params, flat_next)
-    bootstrap = root.value.reshape(n, length)
+    root = search.root(parts.network, parts.config.support_size, target_params, flat_next)
+    return root.value.reshape(n, length)
+
+
+def batch_from_windows(parts: MuZeroParts, target_params, windows: Step, bootstrap: Array | None = None) -> MuZeroBatch:
+    """The `MuZeroBatch` of windows `[N, L]`: targets with bootstrap values `bootstrap` `[N, L]`
+    (default: `bootstrap_values` from `target_params`)."""
+    cfg = parts.config
+    if bootstrap is None:
+        bootstrap = bootstrap_values(parts, target_params, windows)
     episode_end = (windows.discount == 0.0) | windows.truncated
     targets = jax.vmap(window_targets, in_axes=(0, 0, 0, 0, 0, None, None, None))(
         windows.reward, windows.discount, episode_end, windows.policy, bootstrap, cfg.unroll_steps, cfg.td_steps,
@@ -165,11 +174,14 @@ def batch_from_windows(parts: MuZeroParts, target_params, windows: Step) -> MuZe
 
 def _batch(parts: MuZeroParts, stride: int, buffer: replay.ReplayBuffer, key: Array, params,
            target_params) -> MuZeroBatch:
-    """`batch_size` windows sampled from `buffer` (one env's steps `stride` slots apart), as a batch."""
-    del params  # the bootstrap values come from the target network alone
+    """`batch_size` windows sampled from `buffer` (one env's steps `stride` slots apart), as a batch;
+    the first `reanalyse_fraction` of them reanalysed (`podrl.agents.muzero.reanalyse`, its key folded from `key`)."""
     cfg = parts.config
     windows = replay.sample_windows(buffer, key, cfg.batch_size, cfg.window_length, stride)
-    return batch_from_windows(parts, target_params, windows)
+    bootstrap = bootstrap_values(parts, target_params, windows)  # the bootstrap values come from the target network
+    windows, bootstrap = reanalyse(cfg, parts.network, params, target_params, windows, bootstrap,
+                                   jax.random.fold_in(key, 1))
+    return batch_from_windows(parts, target_params, windows, bootstrap)
 
 
 def _sgd_step(parts: MuZeroParts, stride: int, buffer: replay.ReplayBuffer, carry, key: Array):

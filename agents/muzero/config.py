@@ -18,6 +18,8 @@ from podrl.core.errors import ConfigError, require_choice, require_int, require_
 
 SEARCHES = ("muzero", "gumbel")
 """Names accepted by `MuZeroConfig.search`: `mctx.muzero_policy` or `mctx.gumbel_muzero_policy`."""
+REANALYSE_NETWORKS = ("online", "target")
+"""Names accepted by `MuZeroConfig.reanalyse_network`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +63,10 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
     """Hidden widths of the prediction MLP (state -> policy, value)."""
     value_loss_weight: float = 0.25
     """Weight of the value cross-entropy (the paper's 0.25 for replayed targets)."""
+    reanalyse_fraction: float = 0.0
+    """Share of each batch's windows whose policy and value targets are recomputed by a fresh search (MuZero Reanalyse, `podrl.agents.muzero.reanalyse`); 0: the actors' stored targets."""
+    reanalyse_network: str = "online"
+    """reanalyse: params of the policy target's search: online (this gradient step's) or target; the value bootstraps always search with the target network."""
     target_update_period: int = 1
     """Gradient steps between target network updates."""
     target_tau: float = 0.01
@@ -83,6 +89,8 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
         check_replay_fields(self)
         check_fill_field(self, "min_fill")
         require_choice(self, "search", SEARCHES)
+        require_choice(self, "reanalyse_network", REANALYSE_NETWORKS)
+        require_number(self, "reanalyse_fraction", low=0.0, high=1.0)
         require_int(self, "num_simulations", "max_num_considered_actions", "unroll_steps", "td_steps",
                     "support_size", "latent_size", "target_update_period")
         for name in ("dynamics_sizes", "prediction_sizes"):

@@ -86,7 +86,9 @@ def make_loss_fn(config: Any, network: MuZeroNetwork) -> Callable[..., tuple[Arr
         root_probs = jax.nn.softmax(policy_logits[0])
         metrics = {"value_loss": jnp.mean(value_ce), "reward_loss": jnp.mean(reward_ce),
                    "policy_loss": jnp.mean(policy_ce), "value_target_mean": jnp.mean(targets.value),
-                   "policy_entropy": -jnp.mean(jnp.sum(root_probs * jnp.log(root_probs + 1e-12), axis=-1))}
+                   "policy_entropy": -jnp.mean(jnp.sum(root_probs * jnp.log(root_probs + 1e-12), axis=-1)),
+                   "policy_target_entropy": -jnp.mean(jnp.sum(targets.policy[:, 0] * jnp.log(targets.policy[:, 0] + 1e-12),
+                                                              axis=-1))}
         return loss, metrics
 
     return loss_fn
