@@ -14,6 +14,11 @@ load from elsewhere hits both; medians over --repeats):
                steps, 4 epochs x 8 minibatches, lr 5e-4, gamma 0.999; run-only = one compiled call.
   minatar-pqn  purejaxql's pqn_minatar.py (jax 0.4.38) vs `agent:pqn` with its yaml's values
                (128 envs x 32 steps, 2 epochs x 32 minibatches, LayerNorm MinAtar CNN).
+  minatar-muzero  Stoix's Anakin MuZero (stoix/systems/search/ff_mz.py, jax 0.5.3, gymnax 0.0.9) vs
+               `agent:muzero` with its ff_mz.yaml values and its network's widths (Breakout-MinAtar,
+               64 envs x 8 steps, 25 simulations, 8 gradient steps of 32 windows per update),
+               evaluated after each of 8 training calls: return against env steps and against
+               training seconds (the `curve` of each side; `--curves`).
 
 Columns: run-only steps/s; compile s (podrl: its program's; Stoix: not separable, its first
 update); time to result (process start to the final return printed); final return; podrl /
@@ -42,8 +47,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import (dispatch, emit_result, finish, fmt, interleave_sides, load_note, loads_of, new_parser,
-                                ratio, run_child, side_summary, spread_of, table)
+from benchmarks.harness import (dispatch, emit_result, finish, fmt, interleave_sides, load_note, loads_of, median_of,
+                                new_parser, ok_runs, ratio, run_child, side_summary, spread_of, table)
 from benchmarks.peers.registry import PEERS, add_peer_flags, run_driver, run_peer, setup_peers
 
 MODULE = "benchmarks.peer_programs"
@@ -96,6 +101,27 @@ ROWS = {
          "epsilon decay: both over 10% of the updates of the run's budget",
          "input: purejaxql divides the 0/1 MinAtar frame by 255, podrl feeds it as 0/1 floats",
          "final return: peer = mean LogWrapper return of its last 10% of updates; podrl = 32 greedy episodes")),
+    "minatar-muzero": Row(
+        "minatar-muzero", "stoix", "stoix_ff_mz",
+        {"game": "breakout", "total_timesteps": 65536, "evaluations": 8, "eval_episodes": 32},
+        {"kind": "minatar-muzero", "env": "gymnax:Breakout-MinAtar", "total_steps": 65536, "evaluations": 8,
+         "eval_episodes": 32},
+        "mlp256",
+        ("model: Stoix's dynamics is a 2-layer GRU (256 each, a 512-wide hidden state, actions embedded by a dense "
+         "layer) with a separate 256-256 reward MLP; podrl's a 256-256 ReLU MLP on the state and the one-hot action "
+         "(512-wide state); both min-max scale the hidden state; representation 256-256 SiLU MLP on the flattened "
+         "frame on both",
+         "prediction: Stoix separate 256-256 SiLU actor and critic MLPs; podrl one 256-256 ReLU MLP feeding both heads",
+         "value targets: Stoix bootstraps from the actors' stored root search values; podrl from the network's value "
+         "of the observation (target network with tau 1: this step's params)",
+         "windows: Stoix samples 6 steps and computes n-step returns inside them (k = 4 has 1 step); podrl samples "
+         "K + n = 10 steps (every state a full 5-step return)",
+         "loss: Stoix KL(search || policy) + 0.25 value CE + reward CE at 5 states, each / 5; podrl CE at 6 states "
+         "(weights 1, 1/5, ...), reward at 5 steps",
+         "Adam eps: Stoix 1e-5, podrl 1e-8; warm-up: Stoix's 16 x 64 steps are not counted in its env steps, podrl's "
+         "min_fill (1,024) is",
+         "evaluation: Stoix samples from the search with its acting noise (evaluation_greedy=False), podrl's greedy "
+         "search without noise; both 32 episodes after each call")),
 }
 
 
@@ -106,9 +132,11 @@ def quick(row: Row) -> Row:
         peer["updates"] = ours["updates"] = 3
         peer["eval_episodes"] = ours["eval_episodes"] = 2
     else:
-        per_update = 8192 if row.name == "minatar-ppo" else 4096
+        per_update = {"minatar-ppo": 8192, "minatar-muzero": 2048}.get(row.name, 4096)
         peer["total_timesteps"] = ours["total_steps"] = per_update
-        ours["eval_episodes"] = 2
+        peer["eval_episodes"] = ours["eval_episodes"] = 2
+        if "evaluations" in peer:
+            peer["evaluations"] = ours["evaluations"] = 2
     return dataclasses.replace(row, peer_spec=peer, podrl_spec=ours)
 
 
@@ -153,6 +181,7 @@ def summarize(row: Row, runs: dict[str, list]) -> dict[str, Any]:
         entry[side] = side_summary(side_runs, {k: k for k in keys})
         entry[side]["steps_per_second_spread"] = spread_of(side_runs, "steps_per_second")
         entry[side]["jax_version"] = next((r.get("jax_version") for r in side_runs if r.get("jax_version")), None)
+        entry[side]["curve"] = median_curve([r["curve"] for r in ok_runs(side_runs) if r.get("curve")])
     ours, peer = entry["podrl"], entry["peer"]
     entry["steps_ratio"] = ratio(ours["steps_per_second"], peer["steps_per_second"])
     entry["time_to_result_ratio"] = ratio(ours["wall_seconds"], peer["wall_seconds"])
@@ -163,7 +192,31 @@ def summarize(row: Row, runs: dict[str, list]) -> dict[str, Any]:
     return entry
 
 
+def median_curve(curves: list[list[dict[str, Any]]]) -> list[dict[str, Any]] | None:
+    """Point by point, the median of each field over the runs' curves (None: no run has one)."""
+    if not curves:
+        return None
+    points = min(len(c) for c in curves)
+    return [{key: median_of([c[i] for c in curves], key) for key in curves[0][i]} for i in range(points)]
+
+
 # ---------------------------------------------------------------- report
+
+
+def curve_table(e: dict[str, Any]) -> str:
+    """The row's return against env steps and training seconds, peer and podrl side by side."""
+    peer, ours = e["peer"].get("curve") or [], e["podrl"].get("curve") or []
+    rows = []
+    for i in range(max(len(peer), len(ours))):
+        cells = [fmt((peer[i] if i < len(peer) else ours[i])["env_steps"], ",.0f")]
+        for side in (peer, ours):
+            point = side[i] if i < len(side) else {}
+            cells += [fmt(point.get("train_seconds"), ".0f"), fmt(point.get("train_return"), ".2f"),
+                      fmt(point.get("eval_return"), ".2f")]
+        rows.append(cells)
+    name = e["peer_name"]
+    return table([">env steps", f">{name} train s", f">{name} train return", f">{name} eval",
+                  ">podrl train s", ">podrl train return", ">podrl eval"], rows)
 
 
 def side_cells(e: dict[str, Any], side: str) -> list[str]:
@@ -193,6 +246,10 @@ def markdown(entries: list[dict[str, Any]]) -> str:
     notes = ["", "Config differences left between the sides:"]
     for e in entries:
         notes += [f"- {e['name']}: {d}" for d in e["differences"]]
+    for e in entries:
+        if e["peer"].get("curve") or e["podrl"].get("curve"):
+            notes += ["", f"{e['name']}: return against env steps and training seconds (medians over the runs; "
+                          "train return: episodes finished in that call; eval: after it)", "", curve_table(e)]
     loads = loads_of(r for e in entries for side in ("peer", "podrl") for r in e[side]["runs"])
     caption = ("Medians of each side's runs. control = the same pure-JAX update (benchmarks/peers/jax_control.py) "
                "in the peer's venv / in podrl's (> 1: podrl's jax alone is faster); framework = steps ratio / control. "

@@ -8,6 +8,9 @@
   minatar-ppo  `--preset minatar-ppo` through `train_anakin`, one training call; steps/s = the
                call's env steps / its seconds (the peer's: its compiled train call).
   minatar-pqn  `agent:pqn` with purejaxql's pqn_minatar.yaml values through `train_anakin`.
+  minatar-muzero  `agent:muzero` with Stoix's ff_mz.yaml values (`stoix_ff_mz`) through `train_anakin`,
+               evaluated after each of `evaluations` calls: its `curve` (env steps, cumulative
+               training seconds, the call's training return, the greedy evaluation) as the peer's.
 Each returns steps_per_second, compile_seconds and final_return (greedy evaluation).
 """
 
@@ -110,6 +113,49 @@ def minatar_pqn(spec: dict[str, Any]):
     return run, agent
 
 
+def stoix_ff_mz(spec: dict[str, Any]):
+    """(AnakinConfig, MuZeroConfig) with Stoix's ff_mz.yaml values and its muzero network's widths: 64 envs
+    x 8 steps, 8 gradient steps of 32 windows per update, 25 simulations of the PUCT search, 601-atom
+    supports, a buffer of 390 steps per env, 16 warm-up steps per env, no target network (tau 1)."""
+    from podrl.agents.muzero import MuZeroConfig
+    from podrl.anakin.config import AnakinConfig
+
+    num_envs, rollout = spec.get("num_envs", 64), 8
+    updates = spec["total_steps"] // (num_envs * rollout)
+    per_call = max(1, updates // spec.get("evaluations", 8))
+    run = dataclasses.replace(quiet(AnakinConfig(
+        env=spec["env"], num_envs=num_envs, rollout_length=rollout, total_steps=spec["total_steps"],
+        updates_per_call=per_call, eval_episodes=spec["eval_episodes"], seed=spec.get("seed", 0))), eval_every=per_call)
+    agent = MuZeroConfig(search="muzero", num_simulations=25, learning_rate=3e-4, anneal_lr=False, max_grad_norm=0.5,
+                         gamma=0.99, unroll_steps=5, td_steps=5, support_size=300, value_loss_weight=0.25,
+                         buffer_size=390 * num_envs, min_fill=16 * num_envs, batch_size=32,
+                         replay_ratio=8 / (num_envs * rollout), torso="mlp", hidden_sizes=(256, 256), activation="silu",
+                         latent_size=512, dynamics_sizes=(256, 256), prediction_sizes=(256, 256), target_tau=1.0)
+    return run, agent
+
+
+def anakin_curve(run, agent) -> dict[str, Any]:
+    """`anakin_result` plus its `curve`: per logged call, env steps, cumulative training seconds (each call's
+    steps over its SPS), the call's mean training return and the greedy evaluation after it."""
+    import numpy as np
+
+    from podrl.anakin import train_anakin
+
+    result = train_anakin(run, agent)
+    curve, seconds = [], 0.0
+    for record in result.history:
+        if "sps" not in record:
+            continue
+        seconds += (record["step"] - (curve[-1]["env_steps"] if curve else 0)) / record["sps"]
+        train = record.get("episode_return")
+        curve.append({"env_steps": int(record["step"]), "train_seconds": seconds,
+                      "train_return": None if train is None else float(np.mean(train)),
+                      "eval_return": None if record.get("eval_return") is None else float(np.mean(record["eval_return"]))})
+    final = result.final_eval_return
+    return {"steps_per_second": curve[-1]["env_steps"] / seconds, "compile_seconds": float(result.compile_seconds),
+            "final_return": None if final is None else float(np.mean(final)), "curve": curve}
+
+
 def measure(spec: dict[str, Any]) -> dict[str, Any]:
     """podrl's measurement of `spec['kind']`."""
     kind = spec["kind"]
@@ -122,4 +168,6 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         return measure_minatar_ppo(spec)
     if kind == "minatar-pqn":
         return anakin_result(*minatar_pqn(spec))
+    if kind == "minatar-muzero":
+        return anakin_curve(*stoix_ff_mz(spec))
     raise ValueError(f"unknown measurement kind {kind!r}")
