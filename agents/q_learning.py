@@ -36,7 +36,7 @@ from podrl.agents.config_checks import (
 from podrl.agents.torsos import check_torso, make_torso
 from podrl.envs.types import EnvSpec
 from podrl.core.errors import ConfigError
-from podrl.core.types import Agent, Metrics, TrainState, Trajectory
+from podrl.core.types import Agent, Metrics, TrainState, Trajectory, no_actor_state
 
 Array = jax.Array
 
@@ -143,16 +143,11 @@ def q_agent(
                    jax.value_and_grad(make_loss_fn(config, network), has_aux=True), epsilon)
     return Agent(
         init=functools.partial(init or init_train_state, parts),
-        init_actor_state=_no_actor_state,
+        init_actor_state=no_actor_state,
         act=functools.partial(act, parts),
         act_greedy=functools.partial(act_greedy, parts),
         update=functools.partial(update, parts),
     )
-
-
-def _no_actor_state(batch_size: int) -> tuple:
-    del batch_size
-    return ()
 
 
 def init_network_params(parts: QParts, key: Array, env_spec: EnvSpec):

@@ -45,7 +45,7 @@ from podrl.agents.returns import learner_rewards
 from podrl.agents.torsos import check_torso
 from podrl.envs.types import EnvSpec
 from podrl.core.parallel import mean_across_learners
-from podrl.core.types import Agent, TrainState, Trajectory
+from podrl.core.types import Agent, TrainState, Trajectory, no_actor_state
 
 Array = jax.Array
 
@@ -117,7 +117,7 @@ def agent_from_parts(parts: MuZeroParts) -> Agent:
     config, network = parts.config, parts.network
     return Agent(
         init=functools.partial(_init, parts),
-        init_actor_state=lambda batch_size: (),
+        init_actor_state=no_actor_state,
         act=functools.partial(search.act, config, network),
         act_greedy=functools.partial(search.act_greedy, config, network),
         update=functools.partial(replay_update, replay_pieces(parts)),

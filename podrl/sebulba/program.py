@@ -40,7 +40,7 @@ from podrl.sebulba.setup import learner_devices, make_env, reset_env, warm_up
 from podrl.sebulba.stats import WindowStats
 from podrl.sebulba.stopping import StopSignal
 from podrl.sebulba.transport import bytes_per_step, learner_shardings, place_on_learners
-from podrl.core.types import AgentConfig, TrainState
+from podrl.core.types import AgentConfig, TrainState, env_columns
 
 
 class SebulbaProgram:
@@ -113,13 +113,15 @@ class SebulbaProgram:
         self.source = ParamsSource(self.actor_devices, config.fixed_lag, self.stop, config.timeout_s,
                                    first_version=start)
         first_thread = jax.process_index() * config.num_threads  # global index of this process's thread 0
+        n, total = config.envs_per_thread, jax.process_count() * config.num_threads * config.envs_per_thread
         for j, env in enumerate(self.pool.envs[:config.num_threads]):
             slot = j // config.threads_per_actor_device
             policy = ActorPolicy(self.agent, self.act_step, self.actor_devices[slot], slot, config.rollout_length,
                                  self.shardings)
             link = ActorLink(self.source, queue.Queue(maxsize=config.queue_size), self.stop, config.timeout_s)
             self.pool.threads.append(ActorThread(j, env, self.firsts[j], policy, link,
-                                                 base_key(self.keys.run, first_thread + j), range(start, limit)))
+                                                 base_key(self.keys.run, first_thread + j), range(start, limit),
+                                                 env_columns((first_thread + j) * n, n, total)))
         self.stats = WindowStats(self.pool.threads)
         self.source.publish(state.params, start)
         self.pool.start()

@@ -4,8 +4,10 @@
 Keys and host env seeds come from `podrl.core.keys` (the tree Anakin uses): actor
 thread j (global index) acts with base key `base_key(run_key, j)`, learner shard
 d updates with `base_key(run_key, d)`; JAX host envs reset thread j's envs with
-slice j of `env_keys(env_key, total_envs)`. With one thread and one learner
-device this is exactly Anakin's single-device schedule.
+slice j of `env_keys(env_key, total_envs)`, and its envs are the env columns
+`j * envs_per_thread + [0, envs_per_thread)` its actor state is made for
+(`podrl.core.types.EnvColumns`). With one thread and one learner device this is
+exactly Anakin's single-device schedule.
 """
 
 from __future__ import annotations
