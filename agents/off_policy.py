@@ -34,7 +34,7 @@ import optax
 from podrl.agents import prioritised, replay
 from podrl.agents.actor_critic import sgd_step
 from podrl.agents.optimizers import set_learning_rate
-from podrl.core.parallel import mean_across_learners, vary_like
+from podrl.core.parallel import mean_across_learners, vary_across_learners, vary_like
 from podrl.core.types import Metrics, TrainState, Trajectory
 
 Array = jax.Array
@@ -75,12 +75,13 @@ def _learn(sgd_step: SGDStep, buffer: Any, num_steps: int, carry, key: Array):
 
 
 def replay_and_learn(buffer: Any, items: Any, added: int, update_step: Array, min_fill: int, num_steps: int,
-                     sgd_step: SGDStep, carry: Any, key: Array,
-                     add: Callable[[Any, Any], Any] = replay.add) -> tuple[Any, Any, Metrics, Array]:
+                     sgd_step: SGDStep, carry: Any, key: Array, add: Callable[[Any, Any], Any] = replay.add,
+                     batch_size: int = 0) -> tuple[Any, Any, Metrics, Array]:
     """Adds `items` (`added` env steps, e.g. leaves `[N, ...]` for `replay.add`) to `buffer` with `add`, then
     `num_steps` gradient steps from `carry` if the buffer holds `min_fill` items (`learning_started`),
     else `carry` unchanged. With a `prioritised.PrioritisedReplay` the steps also carry its
-    priorities (each step samples by them and sets those of the sequences it drew, `target_sgd_step`).
+    priorities and the new priorities of the last step's `batch_size` draws, which the next step
+    writes before it samples (`target_sgd_step`, `prioritised.PendingPriorities`).
 
     Returns `(buffer, carry, metrics, learning)`: metrics averaged over steps and learners (zeros
     while not learning), `learning` bool `[]`. Metrics "learning" (0/1) and "replay_fill" (the
@@ -88,16 +89,18 @@ def replay_and_learn(buffer: Any, items: Any, added: int, update_step: Array, mi
     buffer = add(buffer, items)
     learning = learning_started(update_step, added, min_fill)
     has_priorities = isinstance(buffer, prioritised.PrioritisedReplay)
-    if has_priorities:
-        carry = (carry, buffer.priorities)
+    if has_priorities:  # the steps' draws differ by shard, so their priorities vary over the learners
+        priorities = vary_across_learners(buffer.priorities)
+        pending = vary_like(prioritised.nothing_pending(priorities, batch_size), priorities.tree.nodes)
+        carry = (carry, (priorities, pending))
     learn = functools.partial(_learn, sgd_step, buffer, num_steps)
     skipped = jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), jax.eval_shape(learn, carry, key)[1])
     # the learned metrics vary like the train state (e.g. per population member); so must the zeros
     skipped = vary_like(skipped, update_step)
     carry, metrics = jax.lax.cond(learning, learn, lambda c, _: (c, skipped), carry, key)
     if has_priorities:
-        carry, priorities = carry
-        buffer = buffer._replace(priorities=priorities)
+        carry, (priorities, pending) = carry
+        buffer = buffer._replace(priorities=prioritised.settle(priorities, pending))
     metrics = {**metrics, "learning": learning.astype(jnp.float32),
                "replay_fill": mean_across_learners(buffer.size.astype(jnp.float32))}
     return buffer, carry, metrics, learning
@@ -127,7 +130,7 @@ def replay_update(pieces: ReplayPieces, train_state: TrainState, traj: Trajector
     carry = (pieces.learned(train_state.params), opt_state)
     buffer, (learned, opt_state), metrics, _ = replay_and_learn(
         train_state.shard_state, pieces.items(traj), t * b, train_state.update_step, pieces.min_fill,
-        cfg.sgd_steps(t, b), pieces.sgd_step(b), carry, key, pieces.add)
+        cfg.sgd_steps(t, b), pieces.sgd_step(b), carry, key, pieces.add, cfg.batch_size)
     params, rollout_metrics = pieces.hand_on(train_state, learned, traj)
     next_state = train_state._replace(params=params, opt_state=opt_state, update_step=train_state.update_step + 1,
                                       shard_state=buffer)
@@ -166,13 +169,14 @@ def target_sgd_step(parts: Any, batch: Callable[[Any, Array, Any, Any], Any], bu
     `target_update_period`, `target_tau`); an `SGDStep` over `(params, TargetLearnerState)`.
 
     With a `prioritised.PrioritisedReplay` buffer the carry is `((params, TargetLearnerState),
-    Priorities)`: the batch samples by these priorities and names what it drew (its `index` `[N]`),
-    the loss returns their new priorities (metric "priority" `[N]`, taken out of the metrics), set
-    with the config's `priority_exponent` before the next step."""
+    (Priorities, PendingPriorities))`: the step first writes the previous step's pending priorities,
+    then its batch samples by the priorities and names what it drew (its `index` `[N]`), and the loss
+    returns their new priorities (metric "priority" `[N]`, taken out of the metrics), left pending
+    with the config's `priority_exponent` (written first thing next step, or after the last step)."""
     has_priorities = isinstance(buffer, prioritised.PrioritisedReplay)
     if has_priorities:
-        carry, priorities = carry
-        buffer = buffer._replace(priorities=priorities)
+        carry, (priorities, pending) = carry
+        buffer = buffer._replace(priorities=prioritised.settle(priorities, pending))
     params, learner = carry
     sample_key, step_key = jax.random.split(key)
     minibatch = batch(buffer, sample_key, params, learner.target)
@@ -184,6 +188,6 @@ def target_sgd_step(parts: Any, batch: Callable[[Any, Array, Any, Any], Any], bu
     if not has_priorities:
         return carry, metrics
     metrics = dict(metrics)
-    priorities = prioritised.set_priorities(buffer.priorities, minibatch.index, metrics.pop("priority"),
-                                            parts.config.priority_exponent)
+    priorities = prioritised.defer_priorities(buffer.priorities, minibatch.index, metrics.pop("priority"),
+                                              parts.config.priority_exponent)
     return (carry, priorities), metrics

@@ -166,12 +166,43 @@ def importance_weights(probability: Array, exponent: float | Array) -> Array:
     return weight / jnp.max(weight)
 
 
+class PendingPriorities(NamedTuple):
+    """New priorities not yet in the tree: a gradient step's draws, which the next step writes (`settle`)
+    before it samples. A `lax.scan` step that samples its carried tree and then writes it makes XLA:CPU
+    copy the whole tree every step (1.1 ms a step for 400k leaves, against 0.13 ms written first and
+    sampled after; jax 0.10.2), so the replay frame carries these between steps.
+
+    Attributes:
+      index: int32 `[n]` sum-tree leaves. leaf: float32 `[n]` their values p^alpha.
+    """
+
+    index: Array
+    leaf: Array
+
+
+def nothing_pending(priorities: Priorities, n: int) -> PendingPriorities:
+    """`n` pending writes that change nothing (leaf 0 rewritten with its own value)."""
+    return PendingPriorities(jnp.zeros((n,), jnp.int32),
+                             jnp.broadcast_to(sum_tree.leaves(priorities.tree)[0], (n,)))
+
+
+def defer_priorities(priorities: Priorities, index: Array, priority: Array,
+                     exponent: float) -> tuple[Priorities, PendingPriorities]:
+    """`set_priorities` without the tree write: the largest priority seen moved up, and the writes pending."""
+    priority = jnp.maximum(jax.lax.stop_gradient(priority).astype(jnp.float32), PRIORITY_FLOOR)
+    pending = PendingPriorities(index.astype(jnp.int32), priority ** exponent)
+    return priorities._replace(max_priority=jnp.maximum(priorities.max_priority, jnp.max(priority))), pending
+
+
+def settle(priorities: Priorities, pending: PendingPriorities) -> Priorities:
+    """`priorities` with the `pending` leaf values written into its tree."""
+    return priorities._replace(tree=sum_tree.update(priorities.tree, pending.index, pending.leaf))
+
+
 def set_priorities(priorities: Priorities, index: Array, priority: Array, exponent: float) -> Priorities:
     """Sequences `index` `[n]` get priority `priority` `[n]` (floored at `PRIORITY_FLOOR`), stored as
     p^alpha (alpha = `exponent`); the largest priority seen moves up with them."""
-    priority = jnp.maximum(jax.lax.stop_gradient(priority).astype(jnp.float32), PRIORITY_FLOOR)
-    tree = sum_tree.update(priorities.tree, index, priority ** exponent)
-    return Priorities(tree, jnp.maximum(priorities.max_priority, jnp.max(priority)))
+    return settle(*defer_priorities(priorities, index, priority, exponent))
 
 
 def sequence_priority(td_abs: Array, eta: float) -> Array:

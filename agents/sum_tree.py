@@ -1,8 +1,11 @@
 """A sum tree as pure JAX functions: proportional sampling and batched updates in O(log n).
 
 The tree is one float32 array, so it lives in a train state, is checkpointed and sharded like any
-other leaf, and every function here is a handful of `jax.lax`-level ops (gathers, scatters, a loop
-over the tree's levels that Python unrolls): nothing leaves the device.
+other leaf, and every function here is a handful of `jax.lax`-level ops (gathers, scatters, a
+`lax.fori_loop` over the tree's levels): nothing leaves the device. The loop is a `fori_loop`
+rather than unrolled Python: inside a scan of gradient steps that both sample and update the tree,
+the unrolled levels ran 3.6x slower on XLA:CPU (0.32 against 0.09 ms a step for 50k leaves and 128
+draws; jax 0.10.2).
 
     tree = init(num_leaves)                          # all leaves 0
     tree = update(tree, index [K], value [K])        # leaves set, their ancestors re-summed
@@ -26,6 +29,8 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+
+from podrl.envs.varying import vary_over, varying_axes
 
 Array = jax.Array
 
@@ -75,23 +80,42 @@ def update(tree: SumTree, index: Array, value: Array) -> SumTree:
     result never depends on the order a device applies duplicate writes in)."""
     node = tree.capacity + index.astype(jnp.int32)
     nodes = tree.nodes.at[node].set(0.0).at[node].max(value.astype(jnp.float32))
-    for _ in range(tree.depth):
+    node, nodes = _vary_together(node, nodes)
+
+    def level(_, state):
+        node, nodes = state
         node = node // 2
-        nodes = nodes.at[node].set(nodes[2 * node] + nodes[2 * node + 1])
-    return SumTree(nodes)
+        return node, nodes.at[node].set(jnp.sum(_children(nodes, node), axis=-1))
+
+    return SumTree(jax.lax.fori_loop(0, tree.depth, level, (node, nodes))[1])
 
 
 def find(tree: SumTree, mass: Array) -> Array:
     """int32 leaves `[n]` holding the points `mass` (float `[n]`, in [0, total)) of the leaves laid end
     to end: leaf i covers [sum of leaves before i, that + value_i)."""
     nodes = tree.nodes
-    node = jnp.ones(mass.shape, jnp.int32)
-    for _ in range(tree.depth):
-        left, right = nodes[2 * node], nodes[2 * node + 1]
+
+    def level(_, state):
+        node, mass = state
+        left, right = jnp.moveaxis(_children(nodes, node), -1, 0)
         go_right = (mass >= left) & (right > 0.0)
-        mass = jnp.where(go_right, mass - left, mass)
-        node = 2 * node + go_right.astype(jnp.int32)
+        return 2 * node + go_right.astype(jnp.int32), jnp.where(go_right, mass - left, mass)
+
+    node, mass = _vary_together(jnp.ones(mass.shape, jnp.int32), mass)
+    node, _ = jax.lax.fori_loop(0, tree.depth, level, (node, mass))
     return node - tree.capacity
+
+
+def _children(nodes: Array, node: Array) -> Array:
+    """`[..., 2]`: the values of the two children (2i, 2i + 1) of nodes `node` `[...]`, one gather."""
+    return nodes.reshape(-1, 2)[node]
+
+
+def _vary_together(*arrays: Array) -> tuple[Array, ...]:
+    """`arrays` cast to vary over the union of the mesh axes any of them varies over (inside a layout's
+    shard_map a loop carry must keep its type; outside it nothing varies and this is the identity)."""
+    axes = frozenset().union(*(varying_axes(x) for x in arrays))
+    return tuple(vary_over(x, axes) for x in arrays)
 
 
 def sample(tree: SumTree, key: Array, n: int) -> Array:
