@@ -96,25 +96,32 @@ def online_q(config: R2D2Config, network: RecurrentQNetwork, params: Any, batch:
     return q_unroll(network, params, carry, batch.observation[burn:], reset[burn:])
 
 
+def learned_q_and_targets(config: R2D2Config, network: RecurrentQNetwork, params: Any,
+                          batch: R2D2Batch) -> tuple[Array, Array]:
+    """`(q_taken [m, N], y [m, N])`: the online Q of the actions taken at the learned steps (with gradient)
+    and their fixed targets (`n_step_q_targets`, module docstring)."""
+    burn = config.burn_in
+    q, next_carry = online_q(config, network, params, batch)
+    if config.double_q:
+        fixed = jax.lax.stop_gradient((params, q, next_carry))
+        selector = bootstrap_q(network, *fixed, batch.next_observation[burn:], batch.truncated[burn:])
+    else:
+        selector = batch.target_q
+    targets = jax.vmap(n_step_q_targets, in_axes=(1, 1, 1, 1, 1, None, None, None), out_axes=1)
+    y = targets(batch.reward[burn:], batch.discount[burn:], batch.episode_end[burn:], batch.target_q, selector,
+                config.n_step, config.gamma, config.value_rescaling)
+    q_taken = jnp.take_along_axis(q, batch.action[burn:, :, None], axis=-1)[..., 0]
+    return q_taken, jax.lax.stop_gradient(y)
+
+
 def make_loss_fn(config: R2D2Config, network: RecurrentQNetwork) -> Callable[..., tuple[Array, dict[str, Array]]]:
     """`loss_fn(params, batch: R2D2Batch, key) -> (loss [], metrics)`: the importance-weighted squared TD
     error of the learned steps (module docstring); metrics "q_loss", "q_mean", "target_mean" and
     "priority" `[N]` (each sequence's new priority, which the replay frame takes out)."""
-    targets = jax.vmap(n_step_q_targets, in_axes=(1, 1, 1, 1, 1, None, None, None), out_axes=1)
 
     def loss_fn(params, batch: R2D2Batch, key: Array):
         del key
-        burn = config.burn_in
-        q, next_carry = online_q(config, network, params, batch)
-        if config.double_q:
-            fixed = jax.lax.stop_gradient((params, q, next_carry))
-            selector = bootstrap_q(network, *fixed, batch.next_observation[burn:], batch.truncated[burn:])
-        else:
-            selector = batch.target_q
-        y = jax.lax.stop_gradient(targets(batch.reward[burn:], batch.discount[burn:], batch.episode_end[burn:],
-                                          batch.target_q, selector, config.n_step, config.gamma,
-                                          config.value_rescaling))  # [m, N]
-        q_taken = jnp.take_along_axis(q, batch.action[burn:, :, None], axis=-1)[..., 0]
+        q_taken, y = learned_q_and_targets(config, network, params, batch)
         td = y - q_taken  # [m, N]
         loss = jnp.mean(batch.weight * jnp.mean(0.5 * jnp.square(td), axis=0))
         priority = sequence_priority(jnp.abs(td).T, config.priority_eta)
