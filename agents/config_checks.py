@@ -194,6 +194,14 @@ def sequence_layout_problem(capacity: int, rollout_length: int, columns: int, wi
     return None
 
 
+def check_fill_covers_windows(min_fill: int, window: int, envs_per_shard: int, what: str) -> None:
+    """ConfigError("min_fill") unless `min_fill` env steps hold one `window`-step window (`what`, e.g.
+    "sequence of burn_in + sequence_length") of each of the shard's envs: a sequence replay's first draw."""
+    if min_fill < window * envs_per_shard:
+        raise ConfigError("min_fill", f"{min_fill} env steps hold less than one {what} = {window} steps for each "
+                                      f"of the {envs_per_shard} envs per shard; use min_fill >= {window * envs_per_shard}")
+
+
 def check_fill_field(config: ReplayConfig, name: str) -> None:
     """Raises ConfigError(name) unless the field `name` (the transitions each shard's buffer must
     hold before the first gradient step: DQN's min_fill, SAC / TD3's warmup_steps) is an int in

@@ -43,6 +43,19 @@ SGDStep = Callable[[Any, Any, Array], tuple[Any, Metrics]]
 `lax.scan` body; it samples `buffer` itself (with a prioritised replay the carry holds its priorities too)."""
 
 
+class ReplayParts(NamedTuple):
+    """What a replay agent's pure functions close over (MuZero, R2D2); `config`, `optimizer`, `grad_fn`,
+    `hyperparams` are the fields `podrl.agents.actor_critic.sgd_step` reads."""
+
+    config: Any  # the agent's frozen config
+    network: Any  # its flax network
+    optimizer: optax.GradientTransformation
+    learning_rate: Callable[[Array], Array]  # update step -> step size
+    grad_fn: Callable[..., Any]  # jax.value_and_grad(loss_fn, has_aux=True)
+    env_spec: Any  # the env's `podrl.envs.types.EnvSpec`
+    hyperparams: Any = None  # none swept: `sgd_step` calls the loss with (params, batch, key)
+
+
 class ReplayPieces(NamedTuple):
     """What a replay agent gives `replay_update`: its own pieces (static, built with the agent)."""
 

@@ -28,25 +28,23 @@ mentions devices, threads or layouts.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from podrl.agents import prioritised
 from podrl.agents.actor_critic import check_total_updates, count_params
 from podrl.agents.cores import Carry, zero_carry
 from podrl.agents.off_policy import (
-    ReplayPieces, TargetLearnerState, init_target_learner, replay_update, target_sgd_step,
+    ReplayParts, ReplayPieces, TargetLearnerState, init_target_learner, replay_update, target_sgd_step,
 )
 from podrl.agents.optimizers import per_update_optimizer
-from podrl.agents.q_learning import check_discrete_actions, epsilon_greedy
+from podrl.agents.q_learning import discrete_torso_input, epsilon_greedy
 from podrl.agents.r2d2.config import R2D2Config
-from podrl.agents.r2d2.losses import R2D2Batch, make_loss_fn
+from podrl.agents.r2d2.losses import R2D2Batch, Step, make_loss_fn
 from podrl.agents.r2d2.networks import RecurrentQNetwork, bootstrap_q, q_unroll
 from podrl.agents.returns import learner_rewards
-from podrl.agents.torsos import check_torso
 from podrl.agents.unroll import reset_before
 from podrl.envs.types import EnvSpec
 from podrl.core.types import Agent, EnvColumns, TrainState, Trajectory
@@ -57,23 +55,6 @@ R2D2LearnerState = TargetLearnerState
 """R2D2's `TrainState.opt_state` (the same on every shard): Adam state, target params, gradient steps."""
 
 
-class Step(NamedTuple):
-    """One env step as the replay stores it; batched, every field leads with `[N]`.
-
-    Attributes:
-      observation: `[*obs]` o_t (uint8 stays uint8). action: int32 `[]` a_t.
-      reward: float32 `[]` r_{t+1} (after the learner's clip). discount: float32 `[]` (0: terminated at t+1).
-      truncated: bool `[]` the episode was cut at t+1. next_observation: `[*obs]` o_{t+1} before any reset.
-    """
-
-    observation: Array
-    action: Array
-    reward: Array
-    discount: Array
-    truncated: Array
-    next_observation: Array
-
-
 class R2D2ActorState(NamedTuple):
     """`Agent.init_actor_state`'s value: the core carry `[B, ...]` and each row's epsilon float32 `[B]`."""
 
@@ -81,26 +62,15 @@ class R2D2ActorState(NamedTuple):
     epsilon: Array
 
 
-class R2D2Parts(NamedTuple):
-    """What the pure functions close over; `config`, `optimizer`, `grad_fn`, `hyperparams` are the
-    fields `podrl.agents.actor_critic.sgd_step` reads."""
-
-    config: R2D2Config
-    network: RecurrentQNetwork
-    optimizer: optax.GradientTransformation
-    learning_rate: Callable[[Array], Array]  # update step -> step size
-    grad_fn: Callable[..., Any]
-    env_spec: EnvSpec
-    hyperparams: Any = None
+R2D2Parts = ReplayParts
+"""What R2D2's pure functions close over (`podrl.agents.off_policy.ReplayParts`: its config, `RecurrentQNetwork`, ...)."""
 
 
 def make_network(config: R2D2Config, env_spec: EnvSpec) -> RecurrentQNetwork:
     """The config's `RecurrentQNetwork` for `env_spec`: ConfigError("env") unless actions are discrete,
     ConfigError("torso") for a torso that cannot read the observations (nothing is traced)."""
-    check_discrete_actions("r2d2", env_spec)
-    obs_shape = tuple(int(d) for d in env_spec.observation.shape)
-    check_torso(config.torso, obs_shape)
-    return RecurrentQNetwork(obs_shape, int(env_spec.action.num_values), config.torso, config.hidden_sizes,
+    obs_shape, num_actions = discrete_torso_input("r2d2", config.torso, env_spec)
+    return RecurrentQNetwork(obs_shape, num_actions, config.torso, config.hidden_sizes,
                              config.activation, config.layer_norm, config.core, config.core_size, config.dueling,
                              config.head_hidden)
 
@@ -190,15 +160,14 @@ def _batch(parts: R2D2Parts, columns: int, buffer: prioritised.PrioritisedReplay
     del params  # the online network's values are the loss's
     cfg, network = parts.config, parts.network
     drawn = prioritised.sample(buffer, key, cfg.batch_size, cfg.window, cfg.sequence_period, columns)
-    steps = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), drawn.window)  # [W, N, ...]
-    episode_end = (steps.discount == 0.0) | steps.truncated
-    q, next_carry = q_unroll(network, target_params, drawn.start_state, steps.observation, reset_before(episode_end))
+    window = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), drawn.window)  # [W, N, ...]
+    q, next_carry = q_unroll(network, target_params, drawn.start_state, window.observation,
+                             reset_before(window.episode_end))
     burn = cfg.burn_in
     target_q = bootstrap_q(network, target_params, q[burn:], jax.tree.map(lambda x: x[burn:], next_carry),
-                           steps.next_observation[burn:], steps.truncated[burn:])
+                           window.next_observation[burn:], window.truncated[burn:])
     weight = prioritised.importance_weights(drawn.probability, cfg.importance_exponent)
-    return R2D2Batch(steps.observation, steps.action, steps.reward, steps.discount, steps.truncated,
-                     steps.next_observation, drawn.start_state, weight, drawn.index, target_q)
+    return R2D2Batch(window, drawn.start_state, weight, drawn.index, target_q)
 
 
 def _sgd_step(parts: R2D2Parts, columns: int, buffer: prioritised.PrioritisedReplay, carry, key: Array):

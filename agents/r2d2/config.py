@@ -16,9 +16,9 @@ import dataclasses
 from typing import ClassVar
 
 from podrl.agents.config_base import AdamConfig, AgentConfigBase, check_sweepable
-from podrl.agents.config_checks import (PrioritisedConfig, QNetworkConfig, ReplayConfig, check_fill_field,
-                                        check_prioritised_fields, check_q_network_fields, check_replay_fields,
-                                        sequence_layout_problem)
+from podrl.agents.config_checks import (PrioritisedConfig, QNetworkConfig, ReplayConfig, check_fill_covers_windows,
+                                        check_fill_field, check_prioritised_fields, check_q_network_fields,
+                                        check_replay_fields, sequence_layout_problem)
 from podrl.agents.reward_clip import RewardClipConfig, check_reward_clip
 from podrl.core.errors import ConfigError, require_bool, require_choice, require_int, require_number
 
@@ -119,7 +119,4 @@ class R2D2Config(AgentConfigBase, RewardClipConfig, QNetworkConfig, PrioritisedC
         problem = sequence_layout_problem(self.buffer_size, rollout_length, envs_per_shard, self.window, self.sequence_period)
         if problem:
             raise ConfigError("sequence_period" if rollout_length % self.sequence_period else "buffer_size", problem)
-        if self.min_fill < self.window * envs_per_shard:
-            raise ConfigError("min_fill", f"{self.min_fill} env steps hold less than one sequence of burn_in + "
-                              f"sequence_length = {self.window} steps for each of the {envs_per_shard} envs per "
-                              f"shard; use min_fill >= {self.window * envs_per_shard}")
+        check_fill_covers_windows(self.min_fill, self.window, envs_per_shard, "sequence of burn_in + sequence_length")

@@ -35,16 +35,14 @@ if TYPE_CHECKING:
 Array = jax.Array
 
 
-class R2D2Batch(NamedTuple):
-    """`N` replayed sequences of `W = burn_in + m` steps, time-major, as the loss takes them.
+class Step(NamedTuple):
+    """One env step as the replay stores it and the loss reads it; batched, every field leads with `[N]`
+    (a drawn window: `[W, N]`, time-major).
 
     Attributes:
-      observation: `[W, N, *obs]` o_t. action: int32 `[W, N]` a_t.
-      reward: float32 `[W, N]` r_{t+1}. discount: float32 `[W, N]` (0: terminated at t+1).
-      truncated: bool `[W, N]` (the episode was cut at t+1). next_observation: `[W, N, *obs]` o_{t+1}.
-      start_state: the actor's core state before step 0, leaves `[N, ...]`.
-      weight: float32 `[N]` importance weights. index: int32 `[N]` which sequences (for their priorities).
-      target_q: float32 `[m, N, A]` the target network's Q of `next_observation[burn_in + t]`.
+      observation: `[*obs]` o_t (uint8 stays uint8). action: int32 `[]` a_t.
+      reward: float32 `[]` r_{t+1} (after the learner's clip). discount: float32 `[]` (0: terminated at t+1).
+      truncated: bool `[]` the episode was cut at t+1. next_observation: `[*obs]` o_{t+1} before any reset.
     """
 
     observation: Array
@@ -53,15 +51,28 @@ class R2D2Batch(NamedTuple):
     discount: Array
     truncated: Array
     next_observation: Array
+
+    @property
+    def episode_end(self) -> Array:
+        """bool: an episode ended at t+1 (terminated or truncated)."""
+        return (self.discount == 0.0) | self.truncated
+
+
+class R2D2Batch(NamedTuple):
+    """`N` replayed sequences of `W = burn_in + m` steps, as the loss takes them.
+
+    Attributes:
+      window: their `Step`s, time-major: every field `[W, N, ...]`.
+      start_state: the actor's core state before step 0, leaves `[N, ...]`.
+      weight: float32 `[N]` importance weights. index: int32 `[N]` which sequences (for their priorities).
+      target_q: float32 `[m, N, A]` the target network's Q of `window.next_observation[burn_in + t]`.
+    """
+
+    window: Step
     start_state: Any
     weight: Array
     index: Array
     target_q: Array
-
-    @property
-    def episode_end(self) -> Array:
-        """`[W, N]` bool: an episode ended at t+1."""
-        return (self.discount == 0.0) | self.truncated
 
 
 def n_step_q_targets(r_t: Array, discount_t: Array, episode_end_t: Array, q_target_t: Array, q_selector_t: Array,
@@ -87,30 +98,30 @@ def n_step_q_targets(r_t: Array, discount_t: Array, episode_end_t: Array, q_targ
 def online_q(config: R2D2Config, network: RecurrentQNetwork, params: Any, batch: R2D2Batch) -> tuple[Array, Any]:
     """`(q [m, N, A], next_carry [m, N, ...])` of the learned steps: the core warmed up over the burn-in
     from the stored state (no gradient), then unrolled with gradient."""
-    burn = config.burn_in
-    reset = reset_before(batch.episode_end)
+    burn, window = config.burn_in, batch.window
+    reset = reset_before(window.episode_end)
     carry = batch.start_state
     if burn:
-        _, burned = q_unroll(network, jax.lax.stop_gradient(params), carry, batch.observation[:burn], reset[:burn])
+        _, burned = q_unroll(network, jax.lax.stop_gradient(params), carry, window.observation[:burn], reset[:burn])
         carry = jax.lax.stop_gradient(jax.tree.map(lambda x: x[-1], burned))
-    return q_unroll(network, params, carry, batch.observation[burn:], reset[burn:])
+    return q_unroll(network, params, carry, window.observation[burn:], reset[burn:])
 
 
 def learned_q_and_targets(config: R2D2Config, network: RecurrentQNetwork, params: Any,
                           batch: R2D2Batch) -> tuple[Array, Array]:
     """`(q_taken [m, N], y [m, N])`: the online Q of the actions taken at the learned steps (with gradient)
     and their fixed targets (`n_step_q_targets`, module docstring)."""
-    burn = config.burn_in
+    learned = jax.tree.map(lambda x: x[config.burn_in:], batch.window)  # [m, N, ...]
     q, next_carry = online_q(config, network, params, batch)
     if config.double_q:
         fixed = jax.lax.stop_gradient((params, q, next_carry))
-        selector = bootstrap_q(network, *fixed, batch.next_observation[burn:], batch.truncated[burn:])
+        selector = bootstrap_q(network, *fixed, learned.next_observation, learned.truncated)
     else:
         selector = batch.target_q
     targets = jax.vmap(n_step_q_targets, in_axes=(1, 1, 1, 1, 1, None, None, None), out_axes=1)
-    y = targets(batch.reward[burn:], batch.discount[burn:], batch.episode_end[burn:], batch.target_q, selector,
+    y = targets(learned.reward, learned.discount, learned.episode_end, batch.target_q, selector,
                 config.n_step, config.gamma, config.value_rescaling)
-    q_taken = jnp.take_along_axis(q, batch.action[burn:, :, None], axis=-1)[..., 0]
+    q_taken = jnp.take_along_axis(q, learned.action[:, :, None], axis=-1)[..., 0]
     return q_taken, jax.lax.stop_gradient(y)
 
 
