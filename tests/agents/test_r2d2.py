@@ -115,16 +115,16 @@ SMALL = dict(core_size=32, buffer_size=1024, min_fill=128, batch_size=16, replay
 def test_parity_with_anakin_same_seed_params_replay_and_priorities(cpu_devices):
     """lag=0, one actor thread, RecallCue through the host adapter, one learner device: the same params, the
     same replay (steps, the core states stored at the sequence starts) and the same priorities as Anakin."""
-    anakin, sebulba = anakin_sebulba_states(R2D2Config(**SMALL), env="RecallCue-v0")
+    anakin, sebulba = anakin_sebulba_states(R2D2Config(**SMALL), U=3, env="RecallCue-v0")
     a, s = anakin.shard_state, sebulba.shard_state
-    assert int(s.size[0]) == int(a.size[0]) == 5 * 16 * 8
+    assert int(s.size[0]) == int(a.size[0]) == 3 * 16 * 8
     for name in ("observation", "action", "discount", "truncated", "next_observation"):
         np.testing.assert_array_equal(getattr(a.steps.data, name), getattr(s.steps.data, name))
     np.testing.assert_allclose(a.steps.data.reward, s.steps.data.reward, atol=1e-6)
     assert max(max_diffs(jax.tree.leaves(a.start_state), jax.tree.leaves(s.start_state))) < 1e-5
     np.testing.assert_allclose(a.priorities.tree.nodes, s.priorities.tree.nodes, rtol=1e-4, atol=1e-6)
     drawable = a.priorities.tree.nodes[0, a.priorities.tree.nodes.shape[-1] // 2:]
-    assert (drawable > 0).sum() > 100 and (drawable[drawable > 0] < 0.99).any()  # new at 1, the drawn ones set lower
+    assert (drawable > 0).sum() > 50 and (drawable[drawable > 0] < 0.99).any()  # new at 1, the drawn ones set lower
     diffs = max_diffs(jax.tree.leaves(anakin.params), jax.tree.leaves(sebulba.params))
     assert max(diffs) < 1e-5, diffs
     moved = max_diffs(jax.tree.leaves(anakin.params), jax.tree.leaves(anakin.opt_state.target))
