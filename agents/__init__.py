@@ -9,9 +9,10 @@ and their learner re-unroll in `podrl.agents.unroll`, return estimators (GAE, V-
 agent plumbing (init, acting, SGD step) in `podrl.agents.actor_critic`, the value-based one
 (Q network, epsilon-greedy acting, params carrying epsilon) in `podrl.agents.q_learning`, the
 continuous-control one (SAC, TD3: twin critic, action bounds, warm-up) in
-`podrl.agents.continuous`, the replay buffer in `podrl.agents.replay`, the replay update frame
-(DQN, MuZero, SAC, TD3) in `podrl.agents.off_policy`, config field checks in
-`podrl.agents.config_checks`.
+`podrl.agents.continuous`, the replay buffer in `podrl.agents.replay`, the prioritised sequence replay
+(R2D2; DQN as Ape-X) in `podrl.agents.prioritised` on the sum tree of `podrl.agents.sum_tree`, the
+replay update frame (DQN, MuZero, SAC, TD3, R2D2) in `podrl.agents.off_policy`, the value rescaling h
+(MuZero, R2D2) in `podrl.agents.value_rescaling`, config field checks in `podrl.agents.config_checks`.
 
 `AGENTS` is the one table of agents: the training CLIs build their `agent:<name>`
 subcommands from it, and checkpoints name their agent by config class
@@ -29,6 +30,7 @@ from podrl.agents.impala.config import ImpalaConfig
 from podrl.agents.muzero.config import MuZeroConfig
 from podrl.agents.pqn.config import PQNConfig
 from podrl.agents.ppo.config import PPOConfig
+from podrl.agents.r2d2.config import R2D2Config
 from podrl.agents.sac.config import SACConfig
 from podrl.agents.td3.config import TD3Config
 
@@ -48,6 +50,7 @@ AGENTS: dict[str, AgentEntry] = {
     "sac": AgentEntry(SACConfig, "SAC (continuous actions): tanh-Gaussian actor, twin soft Q critics, learned temperature."),
     "td3": AgentEntry(TD3Config, "TD3 (continuous actions): twin critics, target policy smoothing, delayed actor updates."),
     "muzero": AgentEntry(MuZeroConfig, "MuZero / Gumbel MuZero: search (mctx) over a learned model, sequence replay per learner shard."),
+    "r2d2": AgentEntry(R2D2Config, "R2D2: recurrent Q network, prioritised sequence replay per learner shard, burn-in, Ape-X epsilons."),
 }
 """CLI name -> agent; the first entry is the default."""
 

@@ -161,6 +161,47 @@ def check_replay_fields(config: ReplayConfig) -> None:
     require_number(config, "replay_ratio", low=0.0, low_open=True)
 
 
+@dataclasses.dataclass(frozen=True)
+class PrioritisedConfig:
+    """Prioritised replay (`podrl.agents.prioritised`; Schaul et al. 2016, "Prioritized Experience Replay",
+    ICLR): what is replayed is drawn with probability p^alpha / sum_k p_k^alpha, its loss weighted by
+    (N P)^-beta normalised by the batch's largest weight."""
+
+    priority_exponent: float = 0.6
+    """alpha: replay what has priority p with probability proportional to p^alpha (0: uniform); Ape-X 0.6, R2D2 0.9."""
+    importance_exponent: float = 0.4
+    """beta in [0, 1]: each replayed loss is weighted by (N P)^-beta over the batch's largest (0: unweighted); Ape-X 0.4, R2D2's table 0.6."""
+
+
+def check_prioritised_fields(config: PrioritisedConfig) -> None:
+    """Raises ConfigError unless priority_exponent >= 0 and importance_exponent is in [0, 1]."""
+    require_number(config, "priority_exponent", low=0.0)
+    require_number(config, "importance_exponent", low=0.0, high=1.0)
+
+
+def sequence_layout_problem(capacity: int, rollout_length: int, columns: int, window: int, period: int) -> str | None:
+    """Why `[rollout_length, columns]` rollouts cannot feed a prioritised sequence replay
+    (`podrl.agents.prioritised`) of `capacity` steps with sequences of `window` steps every `period`
+    (a sentence naming the numbers), or None if they can."""
+    if rollout_length % period:
+        return f"the sequence period {period} does not divide the rollout length {rollout_length}"
+    if capacity % (period * columns):
+        return (f"{capacity} steps are not whole rows of period x envs per shard = {period} x {columns}; "
+                f"sequences start every {period} steps of each env")
+    if capacity // columns < rollout_length + window:
+        return (f"{capacity} steps hold {capacity // columns} steps of each of the {columns} envs per shard, "
+                f"fewer than one rollout ({rollout_length}) plus one sequence ({window})")
+    return None
+
+
+def check_fill_covers_windows(min_fill: int, window: int, envs_per_shard: int, what: str) -> None:
+    """ConfigError("min_fill") unless `min_fill` env steps hold one `window`-step window (`what`, e.g.
+    "sequence of burn_in + sequence_length") of each of the shard's envs: a sequence replay's first draw."""
+    if min_fill < window * envs_per_shard:
+        raise ConfigError("min_fill", f"{min_fill} env steps hold less than one {what} = {window} steps for each "
+                                      f"of the {envs_per_shard} envs per shard; use min_fill >= {window * envs_per_shard}")
+
+
 def check_fill_field(config: ReplayConfig, name: str) -> None:
     """Raises ConfigError(name) unless the field `name` (the transitions each shard's buffer must
     hold before the first gradient step: DQN's min_fill, SAC / TD3's warmup_steps) is an int in

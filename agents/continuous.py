@@ -46,7 +46,7 @@ from podrl.agents.torsos import flatten_obs
 from podrl.envs.types import EnvSpec
 from podrl.core.errors import ConfigError
 from podrl.core.parallel import learner_value_and_grad
-from podrl.core.types import Agent, Metrics, TrainState, Trajectory
+from podrl.core.types import Agent, Metrics, TrainState, Trajectory, no_actor_state
 
 Array = jax.Array
 
@@ -253,14 +253,9 @@ def continuous_agent(parts: ContinuousParts, init: Callable[[Array, EnvSpec], Tr
                      sgd_step: Callable[..., Any]) -> Agent:
     """The `Agent` around `parts`, the agent's `init(key, env_spec)` and its
     `sgd_step(buffer, (actor params, ContinuousLearnerState), key) -> (carry, metrics)`."""
-    return Agent(init=init, init_actor_state=_no_actor_state, act=functools.partial(act, parts),
+    return Agent(init=init, init_actor_state=no_actor_state, act=functools.partial(act, parts),
                  act_greedy=functools.partial(act_greedy, parts),
                  update=functools.partial(replay_update, replay_pieces(parts, sgd_step)))
-
-
-def _no_actor_state(batch_size: int) -> tuple:
-    del batch_size
-    return ()
 
 
 def target_entropy(parts: ContinuousParts) -> float:

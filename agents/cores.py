@@ -112,8 +112,10 @@ def is_recurrent(network: nn.Module) -> bool:
     return isinstance(network, RecurrentActorCritic)
 
 
-def initial_actor_state(network: nn.Module, batch_size: int) -> Carry | tuple[()]:
-    """`Agent.init_actor_state`: the zero carry `[batch_size, ...]`, or `()` for a feed-forward network."""
+def initial_actor_state(network: nn.Module, batch_size: int, columns: Any = None) -> Carry | tuple[()]:
+    """`Agent.init_actor_state`: the zero carry `[batch_size, ...]`, or `()` for a feed-forward network
+    (the same for every env column: `columns` is not read)."""
+    del columns
     if not is_recurrent(network):
         return ()
     return zero_carry(network.core, network.core_size, batch_size)

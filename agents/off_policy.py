@@ -1,4 +1,4 @@
-"""The replay update frame of DQN, MuZero, SAC and TD3, and the target-network step of DQN and MuZero.
+"""The replay update frame of DQN, MuZero, SAC, TD3 and R2D2, and the target-network step of DQN, MuZero and R2D2.
 
 **Frame.** `replay_update(pieces, train_state, trajectory [T, B], key)` is their `Agent.update`: it
 checks the rollout, adds it to this shard's buffer (`TrainState.shard_state`), then, once the buffer
@@ -6,17 +6,20 @@ holds `pieces.min_fill` items, scans `config.sgd_steps(T, B)` of the agent's gra
 `(learned params, opt_state)`, each sampling the buffer itself (`replay_and_learn`). With a
 `pieces.learning_rate` schedule (a `podrl.agents.optimizers.per_update_optimizer`) it first sets this
 update's step size into `opt_state.optimizer`. An agent gives only its own `ReplayPieces`: what to
-add, its gradient step (how it samples, its loss), which params the steps move and what it hands on.
+add (and how: `replay.add`, or `prioritised.add` into a prioritised replay, whose priorities the
+gradient steps then carry and change), its gradient step (how it samples, its loss), which params
+the steps move and what it hands on.
 
 Every learner shard adds the same number of items per update, so the fill, and with it the
 learning predicate, is a function of `update_step` alone: the same on every shard, which lets
 the gradient steps (and their `pmean`s) run inside a `lax.cond`. Before learning starts the
 metrics are zeros of the learned ones' shapes.
 
-**Target networks.** DQN and MuZero keep a `TargetLearnerState` (optimizer state, target params,
+**Target networks.** DQN, MuZero and R2D2 keep a `TargetLearnerState` (optimizer state, target params,
 gradient steps taken); `target_sgd_step` is their gradient step: the agent's batch from a sample of
 the buffer (bootstrapping from the target params), one `podrl.agents.actor_critic.sgd_step`, then
-`target_update` (periodic Polyak / hard copy). Nothing here knows devices, threads or layouts.
+`target_update` (periodic Polyak / hard copy), and with a prioritised replay the drawn sequences'
+new priorities. Nothing here knows devices, threads or layouts.
 """
 
 from __future__ import annotations
@@ -28,16 +31,29 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from podrl.agents import replay
+from podrl.agents import prioritised, replay
 from podrl.agents.actor_critic import sgd_step
 from podrl.agents.optimizers import set_learning_rate
-from podrl.core.parallel import mean_across_learners, vary_like
+from podrl.core.parallel import mean_across_learners, vary_across_learners, vary_like
 from podrl.core.types import Metrics, TrainState, Trajectory
 
 Array = jax.Array
-SGDStep = Callable[[replay.ReplayBuffer, Any, Array], tuple[Any, Metrics]]
+SGDStep = Callable[[Any, Any, Array], tuple[Any, Metrics]]
 """`(buffer, (learned params, opt_state), key) -> (carry, metrics {name: []})`: one gradient step, a
-`lax.scan` body; it samples `buffer` itself."""
+`lax.scan` body; it samples `buffer` itself (with a prioritised replay the carry holds its priorities too)."""
+
+
+class ReplayParts(NamedTuple):
+    """What a replay agent's pure functions close over (MuZero, R2D2); `config`, `optimizer`, `grad_fn`,
+    `hyperparams` are the fields `podrl.agents.actor_critic.sgd_step` reads."""
+
+    config: Any  # the agent's frozen config
+    network: Any  # its flax network
+    optimizer: optax.GradientTransformation
+    learning_rate: Callable[[Array], Array]  # update step -> step size
+    grad_fn: Callable[..., Any]  # jax.value_and_grad(loss_fn, has_aux=True)
+    env_spec: Any  # the env's `podrl.envs.types.EnvSpec`
+    hyperparams: Any = None  # none swept: `sgd_step` calls the loss with (params, batch, key)
 
 
 class ReplayPieces(NamedTuple):
@@ -51,6 +67,7 @@ class ReplayPieces(NamedTuple):
     hand_on: Callable[[TrainState, Any, Trajectory], tuple[Any, Metrics]]
     # (train state before, learned params after, rollout) -> (the next params, the rollout's metrics)
     learning_rate: Callable[[Array], Array] | None = None  # update step -> step size; None: constant
+    add: Callable[[Any, Any], Any] = replay.add  # (buffer, items) -> buffer: a `prioritised.add` for that replay
 
 
 def same_step(step: SGDStep) -> Callable[[int], SGDStep]:
@@ -64,28 +81,39 @@ def learning_started(update_step: Array, items_per_update: int, min_fill: int) -
     return update_step + 1 >= -(-min_fill // items_per_update)
 
 
-def _learn(sgd_step: SGDStep, buffer: replay.ReplayBuffer, num_steps: int, carry, key: Array):
+def _learn(sgd_step: SGDStep, buffer: Any, num_steps: int, carry, key: Array):
     """`num_steps` scanned `sgd_step`s; their metrics meaned over the steps and over learners."""
     carry, metrics = jax.lax.scan(functools.partial(sgd_step, buffer), carry, jax.random.split(key, num_steps))
     return carry, mean_across_learners(jax.tree.map(jnp.mean, metrics))
 
 
-def replay_and_learn(buffer: replay.ReplayBuffer, items: Any, update_step: Array, min_fill: int, num_steps: int,
-                     sgd_step: SGDStep, carry: Any, key: Array) -> tuple[replay.ReplayBuffer, Any, Metrics, Array]:
-    """Adds `items` (leaves `[N, ...]`) to `buffer`, then `num_steps` gradient steps from `carry`
-    if the buffer holds `min_fill` items (`learning_started`), else `carry` unchanged.
+def replay_and_learn(buffer: Any, items: Any, added: int, update_step: Array, min_fill: int, num_steps: int,
+                     sgd_step: SGDStep, carry: Any, key: Array, add: Callable[[Any, Any], Any] = replay.add,
+                     batch_size: int = 0) -> tuple[Any, Any, Metrics, Array]:
+    """Adds `items` (`added` env steps, e.g. leaves `[N, ...]` for `replay.add`) to `buffer` with `add`, then
+    `num_steps` gradient steps from `carry` if the buffer holds `min_fill` items (`learning_started`),
+    else `carry` unchanged. With a `prioritised.PrioritisedReplay` the steps also carry its
+    priorities and the new priorities of the last step's `batch_size` draws, which the next step
+    writes before it samples (`target_sgd_step`, `prioritised.PendingPriorities`).
 
     Returns `(buffer, carry, metrics, learning)`: metrics averaged over steps and learners (zeros
     while not learning), `learning` bool `[]`. Metrics "learning" (0/1) and "replay_fill" (the
     shard's filled slots, averaged over learners) are added."""
-    n = jax.tree.leaves(items)[0].shape[0]
-    buffer = replay.add(buffer, items)
-    learning = learning_started(update_step, n, min_fill)
+    buffer = add(buffer, items)
+    learning = learning_started(update_step, added, min_fill)
+    has_priorities = isinstance(buffer, prioritised.PrioritisedReplay)
+    if has_priorities:  # the steps' draws differ by shard, so their priorities vary over the learners
+        priorities = vary_across_learners(buffer.priorities)
+        pending = vary_like(prioritised.nothing_pending(priorities, batch_size), priorities.tree.nodes)
+        carry = (carry, (priorities, pending))
     learn = functools.partial(_learn, sgd_step, buffer, num_steps)
     skipped = jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), jax.eval_shape(learn, carry, key)[1])
     # the learned metrics vary like the train state (e.g. per population member); so must the zeros
     skipped = vary_like(skipped, update_step)
     carry, metrics = jax.lax.cond(learning, learn, lambda c, _: (c, skipped), carry, key)
+    if has_priorities:
+        carry, (priorities, pending) = carry
+        buffer = buffer._replace(priorities=prioritised.settle(priorities, pending))
     metrics = {**metrics, "learning": learning.astype(jnp.float32),
                "replay_fill": mean_across_learners(buffer.size.astype(jnp.float32))}
     return buffer, carry, metrics, learning
@@ -114,8 +142,8 @@ def replay_update(pieces: ReplayPieces, train_state: TrainState, traj: Trajector
     opt_state, step_size_metrics = _with_step_size(pieces, train_state)
     carry = (pieces.learned(train_state.params), opt_state)
     buffer, (learned, opt_state), metrics, _ = replay_and_learn(
-        train_state.shard_state, pieces.items(traj), train_state.update_step, pieces.min_fill, cfg.sgd_steps(t, b),
-        pieces.sgd_step(b), carry, key)
+        train_state.shard_state, pieces.items(traj), t * b, train_state.update_step, pieces.min_fill,
+        cfg.sgd_steps(t, b), pieces.sgd_step(b), carry, key, pieces.add, cfg.batch_size)
     params, rollout_metrics = pieces.hand_on(train_state, learned, traj)
     next_state = train_state._replace(params=params, opt_state=opt_state, update_step=train_state.update_step + 1,
                                       shard_state=buffer)
@@ -148,11 +176,20 @@ def target_update(target: Any, online: Any, sgd_steps: Array, period: int, tau: 
     return jax.tree.map(lambda new, old: jnp.where(due, new, old), moved, target)
 
 
-def target_sgd_step(parts: Any, batch: Callable[[replay.ReplayBuffer, Array, Any, Any], Any],
-                    buffer: replay.ReplayBuffer, carry, key: Array):
+def target_sgd_step(parts: Any, batch: Callable[[Any, Array, Any, Any], Any], buffer: Any, carry, key: Array):
     """One optimizer step on `batch(buffer, sample key, params, target params)` (the agent's batch of a
     sample of `buffer`), then the step counted and `target_update` (the config's
-    `target_update_period`, `target_tau`); an `SGDStep` over `(params, TargetLearnerState)`."""
+    `target_update_period`, `target_tau`); an `SGDStep` over `(params, TargetLearnerState)`.
+
+    With a `prioritised.PrioritisedReplay` buffer the carry is `((params, TargetLearnerState),
+    (Priorities, PendingPriorities))`: the step first writes the previous step's pending priorities,
+    then its batch samples by the priorities and names what it drew (its `index` `[N]`), and the loss
+    returns their new priorities (metric "priority" `[N]`, taken out of the metrics), left pending
+    with the config's `priority_exponent` (written first thing next step, or after the last step)."""
+    has_priorities = isinstance(buffer, prioritised.PrioritisedReplay)
+    if has_priorities:
+        carry, (priorities, pending) = carry
+        buffer = buffer._replace(priorities=prioritised.settle(priorities, pending))
     params, learner = carry
     sample_key, step_key = jax.random.split(key)
     minibatch = batch(buffer, sample_key, params, learner.target)
@@ -160,4 +197,10 @@ def target_sgd_step(parts: Any, batch: Callable[[replay.ReplayBuffer, Array, Any
     sgd_steps = learner.sgd_steps + 1
     target = target_update(learner.target, params, sgd_steps, parts.config.target_update_period,
                            parts.config.target_tau)
-    return (params, TargetLearnerState(optimizer, target, sgd_steps)), metrics
+    carry = (params, TargetLearnerState(optimizer, target, sgd_steps))
+    if not has_priorities:
+        return carry, metrics
+    metrics = dict(metrics)
+    priorities = prioritised.defer_priorities(buffer.priorities, minibatch.index, metrics.pop("priority"),
+                                              parts.config.priority_exponent)
+    return (carry, priorities), metrics

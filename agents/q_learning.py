@@ -36,14 +36,14 @@ from podrl.agents.config_checks import (
 from podrl.agents.torsos import check_torso, make_torso
 from podrl.envs.types import EnvSpec
 from podrl.core.errors import ConfigError
-from podrl.core.types import Agent, Metrics, TrainState, Trajectory
+from podrl.core.types import Agent, Metrics, TrainState, Trajectory, no_actor_state
 
 Array = jax.Array
 
 __all__ = [
     "QNetworkConfig", "EpsilonConfig", "check_q_network_fields", "check_epsilon_fields",
     "QNetwork", "make_q_network", "check_discrete_actions", "epsilon_schedule", "decay_updates",
-    "epsilon_greedy", "QParts", "q_agent", "q_values", "next_params", "init_network_params",
+    "epsilon_greedy", "discrete_torso_input", "QParts", "q_agent", "q_values", "next_params", "init_network_params",
     "init_train_state", "act", "act_greedy",
 ]
 
@@ -74,14 +74,21 @@ def check_discrete_actions(agent: str, env_spec: EnvSpec) -> None:
             f"policy-gradient agent (ppo, impala) for continuous actions")
 
 
-def make_q_network(agent: str, config: QNetworkConfig, env_spec: EnvSpec) -> QNetwork:
-    """The `QNetwork` the config names for `env_spec`: ConfigError("env") for continuous actions,
-    ConfigError("torso") for a torso that cannot read these observations (nothing is traced)."""
+def discrete_torso_input(agent: str, torso: str, env_spec: EnvSpec) -> tuple[tuple[int, ...], int]:
+    """`(observation shape, number of actions)` for a discrete-action agent named `agent` whose `torso`
+    reads `env_spec`'s observations: ConfigError("env") for continuous actions, ConfigError("torso") for a
+    torso that cannot read these observations (nothing is traced). PQN, DQN, MuZero and R2D2 build on it."""
     check_discrete_actions(agent, env_spec)
     obs_shape = tuple(int(d) for d in env_spec.observation.shape)
-    check_torso(config.torso, obs_shape)
-    return QNetwork(obs_shape, int(env_spec.action.num_values), config.torso, tuple(config.hidden_sizes),
-                    config.activation, config.layer_norm)
+    check_torso(torso, obs_shape)
+    return obs_shape, int(env_spec.action.num_values)
+
+
+def make_q_network(agent: str, config: QNetworkConfig, env_spec: EnvSpec) -> QNetwork:
+    """The `QNetwork` the config names for `env_spec` (`discrete_torso_input`'s refusals first)."""
+    obs_shape, num_actions = discrete_torso_input(agent, config.torso, env_spec)
+    return QNetwork(obs_shape, num_actions, config.torso, tuple(config.hidden_sizes), config.activation,
+                    config.layer_norm)
 
 
 def decay_updates(config: EpsilonConfig, total_updates: int) -> int:
@@ -143,16 +150,11 @@ def q_agent(
                    jax.value_and_grad(make_loss_fn(config, network), has_aux=True), epsilon)
     return Agent(
         init=functools.partial(init or init_train_state, parts),
-        init_actor_state=_no_actor_state,
+        init_actor_state=no_actor_state,
         act=functools.partial(act, parts),
         act_greedy=functools.partial(act_greedy, parts),
         update=functools.partial(update, parts),
     )
-
-
-def _no_actor_state(batch_size: int) -> tuple:
-    del batch_size
-    return ()
 
 
 def init_network_params(parts: QParts, key: Array, env_spec: EnvSpec):

@@ -66,21 +66,32 @@ def reset_before(episode_end: Array) -> Array:
     return jnp.concatenate([jnp.zeros_like(episode_end[:1]), episode_end[:-1]], axis=0)
 
 
-def unroll(network: RecurrentActorCritic, params: Any, actor_state: Carry, observation: Array,
-           episode_end: Array) -> Unroll:
-    """Re-unrolls the core from `actor_state` `[B, ...]` over `observation` `[T, B, *obs]`,
-    resetting to the zero carry after each `episode_end` `[T, B]` (module docstring)."""
-    batch = episode_end.shape[1]
-    initial = zero_carry(network.core, network.core_size, batch)
-    features = network.apply(params, observation, method=RecurrentActorCritic.features)
+def unroll_core(network: Any, params: Any, carry: Carry, observation: Array, reset: Array) -> tuple[Carry, Carry, Array]:
+    """The torso and core of a recurrent network over `observation` `[T, B, *obs]` from `carry` `[B, ...]`,
+    the carry set to the zero carry before each step t where `reset[t]` (`[T, B]` bool; the layouts'
+    rule is `reset_before(episode_end)`). The network has `features` (torso) and `core_step` methods
+    and `core` / `core_size` attributes (`RecurrentActorCritic`, R2D2's Q network).
+
+    Returns `(carry, next_carry, output)`: the carry used at each step (after any reset) and the one
+    after it (before any reset), leaves `[T, B, ...]`, and the core's outputs `[T, B, H]`."""
+    initial = zero_carry(network.core, network.core_size, reset.shape[1])
+    features = network.apply(params, observation, method="features")
 
     def step(carry, inputs):
         features_t, reset_t = inputs
         carry = reset_finished_actor_state(carry, reset_t, initial)
-        next_carry, output = network.apply(params, carry, features_t, method=RecurrentActorCritic.core_step)
+        next_carry, output = network.apply(params, carry, features_t, method="core_step")
         return next_carry, (carry, next_carry, output)
 
-    _, (carry, next_carry, output) = jax.lax.scan(step, actor_state, (features, reset_before(episode_end)))
+    _, (carry, next_carry, output) = jax.lax.scan(step, carry, (features, reset))
+    return carry, next_carry, output
+
+
+def unroll(network: RecurrentActorCritic, params: Any, actor_state: Carry, observation: Array,
+           episode_end: Array) -> Unroll:
+    """Re-unrolls the core from `actor_state` `[B, ...]` over `observation` `[T, B, *obs]`,
+    resetting to the zero carry after each `episode_end` `[T, B]` (module docstring)."""
+    carry, next_carry, output = unroll_core(network, params, actor_state, observation, reset_before(episode_end))
     dist_params, value = network.apply(params, output, method=RecurrentActorCritic.heads)
     return Unroll(dist_params, value, carry, next_carry)
 
@@ -114,20 +125,21 @@ def trajectory_outputs(network: Network, params: Any, traj: Trajectory) -> tuple
         def values_of(steps: slice) -> Array:
             return network.apply(params, traj.next_observation[steps], method=ActorCritic.value)
 
-        return dist_params, value, shifted_bootstrap(value, traj, values_of)
+        return dist_params, value, shifted_bootstrap(value, traj.truncated, values_of)
     rolled = unroll(network, params, traj.actor_state, traj.observation, traj.episode_end)
 
     def recurrent_values_of(steps: slice) -> Array:
         next_carry = jax.tree.map(lambda x: x[steps], rolled.next_carry)
         return bootstrap_values(network, params, next_carry, traj.next_observation[steps])
 
-    return rolled.dist_params, rolled.value, shifted_bootstrap(rolled.value, traj, recurrent_values_of)
+    return rolled.dist_params, rolled.value, shifted_bootstrap(rolled.value, traj.truncated, recurrent_values_of)
 
 
-def shifted_bootstrap(value: Array, traj: Trajectory, values_of: Callable[[slice], Array]) -> Array:
-    """`[T, B]` bootstrap values for GAE / V-trace from `value` `[T, B]` (V of `traj.observation`
-    with these params): `value[t + 1]` for t < T - 1 and `values_of(slice(T - 1, T))` (V of
-    `next_observation[T - 1]`, `[1, B]`) for the last step. Where an episode goes on,
+def shifted_bootstrap(value: Array, truncated: Array, values_of: Callable[[slice], Array]) -> Array:
+    """`[T, B, ...]` bootstrap values for GAE / V-trace (R2D2: Q values `[T, B, A]`) from `value`
+    `[T, B, ...]` (of a trajectory's `observation` with these params; `truncated` its `[T, B]` flags):
+    `value[t + 1]` for t < T - 1 and `values_of(slice(T - 1, T))` (of `next_observation[T - 1]`,
+    `[1, B, ...]`) for the last step. Where an episode goes on,
     `next_observation[t] == observation[t + 1]` (and a core's state after step t is the one the
     unroll used at t + 1), so this is V(next_observation[t]) without running the network on
     `next_observation` again (an IMPALA SGD step then runs one forward pass and its backward, not
@@ -143,7 +155,7 @@ def shifted_bootstrap(value: Array, traj: Trajectory, values_of: Callable[[slice
     def direct() -> Array:
         return values_of(slice(None)).astype(value.dtype)
 
-    return jax.lax.cond(jnp.any(traj.truncated[:-1]), direct, shifted)
+    return jax.lax.cond(jnp.any(truncated[:-1]), direct, shifted)
 
 
 def next_values(network: Network, params: Any, traj: Trajectory) -> Array:

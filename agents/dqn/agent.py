@@ -6,12 +6,14 @@ Train state (`podrl.core.types.TrainState`):
                network params, gradient steps taken.
   update_step  int32 [], updates applied.
   shard_state  `podrl.agents.replay.ReplayBuffer` of n-step `podrl.agents.replay.Transition`s,
-               `buffer_size` of them; each learner shard fills and samples its own.
+               `buffer_size` of them; each learner shard fills and samples its own (`prioritised`:
+               a `podrl.agents.prioritised.PrioritisedReplay` of them, one-step sequences, Ape-X).
 
 `update` is the replay frame `podrl.agents.off_policy.replay_update` with DQN's pieces: it adds this
 shard's `[T, B]` rollout to its buffer as `T * B` n-step transitions, then (once the buffer holds
 `min_fill`) takes `round(replay_ratio * T * B)` Adam steps (`off_policy.target_sgd_step`), each on
-`batch_size` uniform samples with targets from the target network (`podrl.agents.dqn.losses`),
+`batch_size` uniform samples (`prioritised`: drawn by priority, importance-weighted, their new
+priorities |delta|^alpha set after the step) with targets from the target network (`podrl.agents.dqn.losses`),
 gradients averaged across learners by `podrl.agents.actor_critic.sgd_step`
 (`podrl.core.parallel.learner_value_and_grad`). Nothing here mentions devices, threads or layouts.
 """
@@ -24,11 +26,11 @@ import operator
 import jax
 import jax.numpy as jnp
 
-from podrl.agents import replay
+from podrl.agents import prioritised, replay
 from podrl.agents.dqn.config import DQNConfig
 from podrl.agents.dqn.losses import DQNBatch, batched_q_learning_target, make_loss_fn
 from podrl.agents.off_policy import (
-    ReplayPieces, TargetLearnerState, init_target_learner, replay_update, same_step, target_sgd_step,
+    ReplayPieces, TargetLearnerState, init_target_learner, replay_update, target_sgd_step,
 )
 from podrl.agents.optimizers import per_update_optimizer
 from podrl.agents.q_learning import QParts, init_train_state, next_params, q_agent, q_values
@@ -53,9 +55,14 @@ def make_agent(config: DQNConfig, env_spec: EnvSpec, total_updates: int) -> Agen
 
 
 def _init(parts: QParts, key: Array, env_spec: EnvSpec) -> TrainState:
-    """`init_train_state`'s params and Adam state, the target network as a copy, an empty buffer."""
+    """`init_train_state`'s params and Adam state, the target network as a copy, an empty buffer
+    (a `prioritised.PrioritisedReplay` of single transitions when `prioritised`)."""
     base = init_train_state(parts, key, env_spec)
-    buffer = replay.init(parts.config.buffer_size, replay.example_transition(env_spec))
+    example = replay.example_transition(env_spec)
+    if parts.config.prioritised:
+        buffer = prioritised.init(parts.config.buffer_size, example, 1)
+    else:
+        buffer = replay.init(parts.config.buffer_size, example)
     return base._replace(opt_state=init_target_learner(base.opt_state, base.params["network"]), shard_state=buffer)
 
 
@@ -67,24 +74,38 @@ def _targets(parts: QParts, network_params, target_params, sample: replay.Transi
     return batched_q_learning_target(sample.reward, sample.discount, q_value, q_selector)
 
 
-def _batch(parts: QParts, buffer: replay.ReplayBuffer, key: Array, network_params, target_params) -> DQNBatch:
-    """`batch_size` transitions sampled uniformly from `buffer`, with their targets `[N]`."""
-    sample = replay.sample(buffer, key, parts.config.batch_size)
+def _batch(parts: QParts, columns: int, buffer, key: Array, network_params, target_params) -> DQNBatch:
+    """`batch_size` transitions sampled from `buffer`, with their targets `[N]`: uniformly, or by priority
+    from a prioritised replay (fed rollouts of `columns` envs) with their importance weights."""
+    cfg = parts.config
+    if not cfg.prioritised:
+        sample = replay.sample(buffer, key, cfg.batch_size)
+        target = _targets(parts, network_params, target_params, sample)
+        return DQNBatch(sample.observation, sample.action.astype(jnp.int32), target)
+    drawn = prioritised.sample(buffer, key, cfg.batch_size, 1, 1, columns)
+    sample = jax.tree.map(lambda x: x[:, 0], drawn.window)
     target = _targets(parts, network_params, target_params, sample)
-    return DQNBatch(sample.observation, sample.action.astype(jnp.int32), target)
+    weight = prioritised.importance_weights(drawn.probability, cfg.importance_exponent)
+    return DQNBatch(sample.observation, sample.action.astype(jnp.int32), target, weight, drawn.index)
 
 
-def _sgd_step(parts: QParts, buffer: replay.ReplayBuffer, carry, key: Array):
+def _sgd_step(parts: QParts, columns: int, buffer, carry, key: Array):
     """One Adam step on `batch_size` transitions sampled from `buffer`, then the target update
-    (`off_policy.target_sgd_step`); a `lax.scan` body over `(network params, DQNLearnerState)`."""
-    return target_sgd_step(parts, functools.partial(_batch, parts), buffer, carry, key)
+    (`off_policy.target_sgd_step`; prioritised: the drawn transitions' new priorities too); a `lax.scan`
+    body over `(network params, DQNLearnerState)` (prioritised: with the replay's `Priorities`)."""
+    return target_sgd_step(parts, functools.partial(_batch, parts, columns), buffer, carry, key)
 
 
-def _items(parts: QParts, traj: Trajectory) -> replay.Transition:
-    """The `T * B` n-step transitions of a `[T, B]` rollout, rewards clipped and scaled."""
+def _items(parts: QParts, traj: Trajectory):
+    """The `T * B` n-step transitions of a `[T, B]` rollout, rewards clipped and scaled: flattened
+    time-major, or (prioritised) `[T, B]` as `prioritised.SequenceItems` of one-step sequences."""
     cfg = parts.config
     reward = learner_rewards(traj.reward, cfg.reward_clip, cfg.reward_scale)
-    return replay.transitions(traj, cfg.n_step, cfg.gamma, reward)
+    items = replay.transitions(traj, cfg.n_step, cfg.gamma, reward)
+    if not cfg.prioritised:
+        return items
+    t, b = traj.reward.shape
+    return prioritised.SequenceItems(jax.tree.map(lambda x: x.reshape((t, b) + x.shape[1:]), items), ())
 
 
 def _hand_on(parts: QParts, train_state: TrainState, network_params, traj: Trajectory):
@@ -96,7 +117,10 @@ def _hand_on(parts: QParts, train_state: TrainState, network_params, traj: Traje
 def _update(parts: QParts, train_state: TrainState, traj: Trajectory, key: Array) -> tuple[TrainState, Metrics]:
     """`podrl.agents.off_policy.replay_update` with DQN's pieces. Metrics: q_loss, q_mean, target_mean
     (0 before learning starts), learning, replay_fill, epsilon (the one this rollout used), learning_rate."""
-    pieces = ReplayPieces(parts.config, parts.config.min_fill, functools.partial(_items, parts),
-                          same_step(functools.partial(_sgd_step, parts)),
-                          operator.itemgetter("network"), functools.partial(_hand_on, parts), parts.learning_rate)
+    cfg = parts.config
+    add = functools.partial(prioritised.add, window=1, period=1, priority_exponent=cfg.priority_exponent)
+    pieces = ReplayPieces(cfg, cfg.min_fill, functools.partial(_items, parts),
+                          lambda columns: functools.partial(_sgd_step, parts, columns),
+                          operator.itemgetter("network"), functools.partial(_hand_on, parts), parts.learning_rate,
+                          add if cfg.prioritised else replay.add)
     return replay_update(pieces, train_state, traj, key)

@@ -13,16 +13,18 @@ import dataclasses
 from typing import ClassVar
 
 from podrl.agents.config_base import AdamConfig, AgentConfigBase, check_sweepable
-from podrl.agents.config_checks import (EpsilonConfig, QNetworkConfig, ReplayConfig, check_epsilon_fields, check_fill_field,
-                                  check_q_network_fields, check_replay_fields)
+from podrl.agents.config_checks import (EpsilonConfig, PrioritisedConfig, QNetworkConfig, ReplayConfig, check_epsilon_fields,
+                                        check_fill_field, check_prioritised_fields, check_q_network_fields,
+                                        check_replay_fields, sequence_layout_problem)
 from podrl.agents.reward_clip import RewardClipConfig, check_reward_clip
-from podrl.core.errors import require_bool, require_choice, require_int, require_number
+from podrl.core.errors import ConfigError, require_bool, require_choice, require_int, require_number
 
 LOSSES = ("huber", "mse")
 
 
 @dataclasses.dataclass(frozen=True)
-class DQNConfig(AgentConfigBase, RewardClipConfig, EpsilonConfig, QNetworkConfig, ReplayConfig, AdamConfig):
+class DQNConfig(AgentConfigBase, RewardClipConfig, EpsilonConfig, QNetworkConfig, PrioritisedConfig, ReplayConfig,
+                AdamConfig):
     """DQN (Mnih et al. 2015, "Human-level control through deep reinforcement learning",
     Nature 518) with a replay ring buffer per learner shard, a target network (periodic
     hard copy, or Polyak averaging with `target_tau` < 1), optional Double DQN (van Hasselt
@@ -30,7 +32,9 @@ class DQNConfig(AgentConfigBase, RewardClipConfig, EpsilonConfig, QNetworkConfig
 
     Each `update` adds this shard's `[T, B]` rollout to its buffer, then takes
     `round(replay_ratio * T * B)` minibatch Adam steps on uniform samples of it (none until
-    the buffer holds `min_fill` transitions)."""
+    the buffer holds `min_fill` transitions). With `prioritised` the buffer is a prioritised replay
+    (`podrl.agents.prioritised`, as Ape-X: Horgan et al. 2018): transitions drawn with probability
+    |delta|^alpha / sum, new ones at the largest priority so far, losses weighted by importance weights."""
 
     min_fill: int = 1_000
     """No gradient steps until this shard's buffer holds at least this many transitions."""
@@ -48,6 +52,8 @@ class DQNConfig(AgentConfigBase, RewardClipConfig, EpsilonConfig, QNetworkConfig
     """TD error loss: huber (delta 1, as Mnih et al.'s error clipping) or mse."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this before the targets."""
+    prioritised: bool = False
+    """Prioritised replay (Ape-X): sample by |TD error|^priority_exponent, weight losses by importance_exponent; buffer_size then whole rows of the envs per shard."""
     max_grad_norm: float = 10.0
     buffer_size: int = 50_000
     batch_size: int = 128
@@ -63,9 +69,18 @@ class DQNConfig(AgentConfigBase, RewardClipConfig, EpsilonConfig, QNetworkConfig
         require_number(self, "gamma", low=0.0, high=1.0)
         require_number(self, "target_tau", low=0.0, high=1.0, low_open=True)
         require_number(self, "reward_scale", low=0.0, low_open=True)
-        require_bool(self, "double_dqn")
+        require_bool(self, "double_dqn", "prioritised")
+        check_prioritised_fields(self)
         require_choice(self, "loss", LOSSES)
         check_q_network_fields(self)
         check_epsilon_fields(self)
         check_reward_clip(self)
         check_sweepable(self)
+
+    def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
+        """ConfigError("buffer_size") unless one rollout's transitions fit the buffer and, when prioritised,
+        the buffer is whole rows of `envs_per_shard` (one transition of every env)."""
+        super().check_batch(rollout_length, envs_per_shard)
+        problem = self.prioritised and sequence_layout_problem(self.buffer_size, rollout_length, envs_per_shard, 1, 1)
+        if problem:
+            raise ConfigError("buffer_size", problem)

@@ -24,11 +24,15 @@ class DQNBatch(NamedTuple):
       observation: `[N, *obs]` o_t.
       action: int32 `[N]` a_t.
       target: float32 `[N]` y_t (see `q_learning_target`), computed before the gradient step.
+      weight: float32 `[N]` importance weights of a prioritised replay's draw (None: uniform replay).
+      index: int32 `[N]` which transitions a prioritised replay drew (None: uniform replay).
     """
 
     observation: Array
     action: Array
     target: Array
+    weight: Array | None = None
+    index: Array | None = None
 
 
 def q_learning_target(r_t: Array, discount_t: Array, q_t_value: Array, q_t_selector: Array) -> Array:
@@ -59,14 +63,21 @@ def td_loss(td: Array, kind: str) -> Array:
 
 def make_loss_fn(config: DQNConfig, network: QNetwork) -> Callable[..., tuple[Array, dict[str, Array]]]:
     """`loss_fn(network_params, batch: DQNBatch, key) -> (loss [], metrics)`: the mean TD loss
-    of Q(o_t, a_t) against the fixed target; metrics "q_loss", "q_mean", "target_mean"."""
+    of Q(o_t, a_t) against the fixed target; metrics "q_loss", "q_mean", "target_mean". A prioritised
+    replay's batch (`config.prioritised`) weighs each loss by its importance weight and adds the metric
+    "priority" `[N]`, |delta| (Ape-X), which the replay frame takes out."""
 
     def loss_fn(params, batch: DQNBatch, key: Array):
         del key
         chex.assert_rank([batch.action, batch.target], 1)
         q = network.apply(params, batch.observation)  # [N, A]
         q_taken = jnp.take_along_axis(q, batch.action[:, None], axis=-1)[:, 0]
-        loss = jnp.mean(td_loss(q_taken - batch.target, config.loss))
-        return loss, {"q_loss": loss, "q_mean": jnp.mean(q_taken), "target_mean": jnp.mean(batch.target)}
+        td = q_taken - batch.target
+        metrics = {"q_mean": jnp.mean(q_taken), "target_mean": jnp.mean(batch.target)}
+        if not config.prioritised:
+            loss = jnp.mean(td_loss(td, config.loss))
+            return loss, {"q_loss": loss, **metrics}
+        loss = jnp.mean(batch.weight * td_loss(td, config.loss))
+        return loss, {"q_loss": loss, **metrics, "priority": jnp.abs(td)}
 
     return loss_fn

@@ -10,8 +10,7 @@
 
 from podrl.agents.muzero.agent import MuZeroLearnerState, make_agent
 from podrl.agents.muzero.config import MuZeroConfig
-from podrl.agents.muzero.targets import (inverse_value_transform, scalar_to_two_hot, two_hot_to_scalar, value_transform,
-                                   window_targets)
+from podrl.agents.muzero.targets import scalar_to_two_hot, two_hot_to_scalar, window_targets
 
-__all__ = ["MuZeroConfig", "MuZeroLearnerState", "make_agent", "value_transform", "inverse_value_transform",
-           "scalar_to_two_hot", "two_hot_to_scalar", "window_targets"]
+__all__ = ["MuZeroConfig", "MuZeroLearnerState", "make_agent", "scalar_to_two_hot", "two_hot_to_scalar",
+           "window_targets"]

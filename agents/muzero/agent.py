@@ -24,11 +24,10 @@ afresh (`podrl.agents.muzero.reanalyse`). Nothing here mentions devices, threads
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from podrl.agents import replay
 from podrl.agents.actor_critic import check_total_updates
@@ -39,15 +38,14 @@ from podrl.agents.muzero.networks import MuZeroNetwork
 from podrl.agents.muzero.reanalyse import reanalyse
 from podrl.agents.muzero.targets import window_targets
 from podrl.agents.off_policy import (
-    ReplayPieces, TargetLearnerState, init_target_learner, replay_update, target_sgd_step,
+    ReplayParts, ReplayPieces, TargetLearnerState, init_target_learner, replay_update, target_sgd_step,
 )
 from podrl.agents.optimizers import per_update_optimizer
-from podrl.agents.q_learning import check_discrete_actions
+from podrl.agents.q_learning import discrete_torso_input
 from podrl.agents.returns import learner_rewards
-from podrl.agents.torsos import check_torso
 from podrl.envs.types import EnvSpec
 from podrl.core.parallel import mean_across_learners
-from podrl.core.types import Agent, TrainState, Trajectory
+from podrl.core.types import Agent, TrainState, Trajectory, no_actor_state
 
 Array = jax.Array
 
@@ -75,26 +73,15 @@ MuZeroLearnerState = TargetLearnerState
 """MuZero's `TrainState.opt_state` (the same on every shard): Adam state, target params, gradient steps."""
 
 
-class MuZeroParts(NamedTuple):
-    """What the pure functions close over; `config`, `optimizer`, `grad_fn`, `hyperparams` are the
-    fields `podrl.agents.actor_critic.sgd_step` reads."""
-
-    config: MuZeroConfig
-    network: MuZeroNetwork
-    optimizer: optax.GradientTransformation
-    learning_rate: Callable[[Array], Array]  # update step -> step size
-    grad_fn: Callable[..., Any]
-    env_spec: EnvSpec
-    hyperparams: Any = None
+MuZeroParts = ReplayParts
+"""What MuZero's pure functions close over (`podrl.agents.off_policy.ReplayParts`: its config, `MuZeroNetwork`, ...)."""
 
 
 def make_network(config: MuZeroConfig, env_spec: EnvSpec) -> MuZeroNetwork:
     """The config's `MuZeroNetwork` for `env_spec`: ConfigError("env") unless actions are discrete,
     ConfigError("torso") for a torso that cannot read the observations (nothing is traced)."""
-    check_discrete_actions("muzero", env_spec)
-    obs_shape = tuple(int(d) for d in env_spec.observation.shape)
-    check_torso(config.torso, obs_shape)
-    return MuZeroNetwork(obs_shape, int(env_spec.action.num_values), config.support_size, config.torso,
+    obs_shape, num_actions = discrete_torso_input("muzero", config.torso, env_spec)
+    return MuZeroNetwork(obs_shape, num_actions, config.support_size, config.torso,
                          config.hidden_sizes, config.activation, config.layer_norm, config.latent_size,
                          config.dynamics_sizes, config.prediction_sizes)
 
@@ -119,7 +106,7 @@ def agent_from_parts(parts: MuZeroParts) -> Agent:
     config, network = parts.config, parts.network
     return Agent(
         init=functools.partial(_init, parts),
-        init_actor_state=lambda batch_size: (),
+        init_actor_state=no_actor_state,
         act=functools.partial(search.act, config, network),
         act_greedy=functools.partial(search.act_greedy, config, network),
         update=functools.partial(replay_update, replay_pieces(parts)),

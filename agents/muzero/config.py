@@ -12,7 +12,8 @@ import dataclasses
 from typing import ClassVar
 
 from podrl.agents.config_base import AdamConfig, AgentConfigBase, check_sweepable
-from podrl.agents.config_checks import QNetworkConfig, ReplayConfig, check_fill_field, check_q_network_fields, check_replay_fields
+from podrl.agents.config_checks import (QNetworkConfig, ReplayConfig, check_fill_covers_windows, check_fill_field,
+                                        check_q_network_fields, check_replay_fields)
 from podrl.agents.reward_clip import RewardClipConfig, check_reward_clip
 from podrl.core.errors import ConfigError, require_choice, require_int, require_number
 
@@ -118,10 +119,7 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
         if self.buffer_size % envs_per_shard:
             raise ConfigError("buffer_size", f"{self.buffer_size} is not a multiple of the {envs_per_shard} envs per "
                               f"shard; the sequence replay keeps whole time steps of every env")
-        if self.min_fill < self.window_length * envs_per_shard:
-            raise ConfigError("min_fill", f"{self.min_fill} env steps hold less than one window of unroll_steps + "
-                              f"td_steps = {self.window_length} steps for each of the {envs_per_shard} envs per "
-                              f"shard; use min_fill >= {self.window_length * envs_per_shard}")
+        check_fill_covers_windows(self.min_fill, self.window_length, envs_per_shard, "window of unroll_steps + td_steps")
 
 
 def _require_widths(config: MuZeroConfig, name: str) -> None:

@@ -1,8 +1,7 @@
 """MuZero's targets as pure functions, single-sequence first (rlax style).
 
-- `value_transform` h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x and its inverse (Pohlen et al. 2018,
-  "Observe and Look Further", arXiv:1805.11593, Prop. A.2; MuZero, Schrittwieser et al. 2020, Appendix F),
-  which squash returns and rewards before they are projected on a categorical support;
+- h and h^-1 (`podrl.agents.value_rescaling`, Pohlen et al. 2018; MuZero Appendix F) squash returns and
+  rewards before they are projected on a categorical support;
 - `scalar_to_two_hot` / `two_hot_to_scalar`: a scalar as a distribution over the integer support
   `[-S, S]` (the two neighbouring atoms weighted by proximity) and back (the expectation);
 - `window_targets`: for one replayed window of `L = K + n` steps, the K-step unroll's reward,
@@ -19,22 +18,9 @@ import jax
 import jax.numpy as jnp
 
 from podrl.agents.replay import n_step_targets
+from podrl.agents.value_rescaling import inverse_value_transform, value_transform
 
 Array = jax.Array
-
-H_EPSILON = 1e-3
-"""The eps of the value transform (MuZero Appendix F, as in Pohlen et al. 2018)."""
-
-
-def value_transform(x: Array, eps: float = H_EPSILON) -> Array:
-    """h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x, elementwise."""
-    return jnp.sign(x) * (jnp.sqrt(jnp.abs(x) + 1.0) - 1.0) + eps * x
-
-
-def inverse_value_transform(y: Array, eps: float = H_EPSILON) -> Array:
-    """h^-1(y) = sign(y) (((sqrt(1 + 4 eps (|y| + 1 + eps)) - 1) / (2 eps))^2 - 1), elementwise."""
-    root = (jnp.sqrt(1.0 + 4.0 * eps * (jnp.abs(y) + 1.0 + eps)) - 1.0) / (2.0 * eps)
-    return jnp.sign(y) * (jnp.square(root) - 1.0)
 
 
 def scalar_to_two_hot(x: Array, support_size: int) -> Array:

@@ -23,6 +23,8 @@ POP = POPULATION_AXIS:
 Keys follow `podrl.core.keys` (the tree Sebulba uses too): seed `seed + s` gives the
 params, env and run keys; shard d's base key is `base_key(run_key, d)` and update
 `i` draws from `update_keys(base, i)`, so a run is a pure function of (seed, update index).
+Shard d's envs are the member's env columns `d * E/D + [0, E/D)` (`podrl.core.types.EnvColumns`,
+what `Agent.init_actor_state` is told), as Sebulba numbers its threads' envs.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from podrl.core.learner_state import shard_global, shard_local, train_state_spec
 from podrl.core.parallel import DATA_AXIS, POPULATION_AXIS, mean_across_learners, sum_across_learners, vary_like
 from podrl.core.keys import base_key, env_keys, eval_keys, per_seed_keys, seed_keys, update_keys
 from podrl.anakin.rollout import ActingState, EpisodeTotals, reset_batch, rollout
-from podrl.core.types import Agent, Array, Metrics, TrainState
+from podrl.core.types import Agent, Array, EnvColumns, Metrics, TrainState, env_columns
 
 
 class AnakinState(NamedTuple):
@@ -159,7 +161,7 @@ class AnakinCompiled:
                 train_state = train_state._replace(hyperparams=member_hyperparams)
             shard_env_keys = jax.lax.dynamic_slice_in_dim(
                 env_keys(keys.env, self.config.num_envs), shard * self.envs_per_shard, self.envs_per_shard)
-            acting = reset_batch(self.training_env, self.agent, shard_env_keys)
+            acting = reset_batch(self.training_env, self.agent, shard_env_keys, self._columns())
             return AnakinState(train_state, acting, base_key(keys.run, shard)[None])
 
         # Seeds one after another, not vmapped: a vmapped init batches the orthogonal
@@ -169,11 +171,16 @@ class AnakinCompiled:
         # run inline. Same values either way; init runs once, so the loop costs nothing.
         return jax.lax.map(one_seed, self._row_slice((seeds, hyperparams)))
 
+    def _columns(self) -> EnvColumns:
+        """This shard's env columns (inside the shard_map): `shard * E/D + [0, E/D)` of a member's E envs."""
+        shard = jax.lax.axis_index(DATA_AXIS)
+        return env_columns(shard * self.envs_per_shard, self.envs_per_shard, self.config.num_envs)
+
     def _update(self, state: AnakinState, index: Array) -> tuple[AnakinState, Metrics, EpisodeTotals, InputCounts]:
         rollout_key, update_key = update_keys(state.key[0], index)
         acting, trajectory, totals = rollout(
             self.agent, self.training_env, state.train_state.params, state.acting, rollout_key,
-            self.config.rollout_length,
+            self.config.rollout_length, self._columns(),
         )
         train_state, metrics = self.agent.update(state.train_state, trajectory, update_key)
         counts = count_nonfinite(trajectory.reward, trajectory.observation, index, reduce=sum_across_learners)

@@ -11,7 +11,8 @@ from podrl.envs.types import EnvState, JaxEnv, TimeStep
 from podrl.envs.wrappers import batch_step
 from podrl.core.keys import step_keys
 from podrl.core.parallel import match_varying
-from podrl.core.types import ActorState, Agent, Array, Params, PRNGKey, Trajectory, reset_finished_actor_state
+from podrl.core.types import (ActorState, Agent, Array, EnvColumns, Params, PRNGKey, Trajectory,
+                              reset_finished_actor_state)
 
 
 class ActingState(NamedTuple):
@@ -38,10 +39,10 @@ class EpisodeTotals(NamedTuple):
         return EpisodeTotals(*(a + b for a, b in zip(self, other)))
 
 
-def reset_batch(env: JaxEnv, agent: Agent, keys: PRNGKey) -> ActingState:
-    """Resets one env per key (`keys` `[B]`) and the actor state."""
+def reset_batch(env: JaxEnv, agent: Agent, keys: PRNGKey, columns: EnvColumns | None = None) -> ActingState:
+    """Resets one env per key (`keys` `[B]`) and the actor state (of the env `columns`, see `EnvColumns`)."""
     env_state, timestep = jax.vmap(env.reset)(keys)
-    return ActingState(env_state, timestep, agent.init_actor_state(keys.shape[0]))
+    return ActingState(env_state, timestep, agent.init_actor_state(keys.shape[0], columns))
 
 
 def truncation_flags(timestep: TimeStep) -> Array:
@@ -60,16 +61,17 @@ def episode_totals(last: Array, extras: dict[str, Array]) -> EpisodeTotals:
 
 
 def rollout(
-    agent: Agent, env: JaxEnv, params: Params, state: ActingState, key: PRNGKey, length: int
+    agent: Agent, env: JaxEnv, params: Params, state: ActingState, key: PRNGKey, length: int,
+    columns: EnvColumns | None = None,
 ) -> tuple[ActingState, Trajectory, EpisodeTotals]:
-    """Acts `length` steps in every env of the batch.
+    """Acts `length` steps in every env of the batch (the env `columns` the batch is, see `EnvColumns`).
 
     `env` must be auto-resetting with episode statistics (`podrl.envs.wrap_for_training`); it steps
     the batch with `podrl.envs.wrappers.batch_step` (resets only on steps where an episode ends).
     Returns the next acting state, a `[length, B]` Trajectory, and the totals of
     the episodes that finished during the rollout.
     """
-    initial_actor_state = agent.init_actor_state(state.timestep.reward.shape[0])
+    initial_actor_state = agent.init_actor_state(state.timestep.reward.shape[0], columns)
 
     def step(carry: ActingState, step_key: PRNGKey):
         action, extras, actor_state = agent.act(params, carry.actor_state, carry.timestep.observation, step_key)

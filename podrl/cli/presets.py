@@ -132,6 +132,45 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         _MINATAR_ANCHORS,
     ),
     Preset(
+        "minatar-r2d2", "anakin", "r2d2",
+        "R2D2 (LSTM 128, dueling, prioritised sequence replay) with the MinAtar CNN on a gymnax MinAtar game, "
+        "64 envs x 16 steps, 1e7 steps.",
+        "Kapturowski et al. 2019 (R2D2) appendix hyper-parameters (priority exponent 0.9, importance sampling "
+        "exponent 0.6, eta 0.9, n = 5, minibatch 64, Adam eps 1e-3, value rescaling eps 1e-3, Ape-X epsilons "
+        "0.4 / 7, hard target copies) scaled to MinAtar: sequences of 8 + 16 steps every 8 (the paper's 40 + 80 "
+        "every 40, / 5), an LSTM of 128 after the Young & Tian (2019) MinAtar network, gamma 0.99, replay "
+        "100k steps and 5k to start (the MinAtar paper's DQN), lr 2.5e-4 (MinAtar's DQN; the paper's 1e-4 "
+        "is for 1e10-frame runs), a target copy every 500 gradient steps, replay_ratio 1/40 = 0.41 learned "
+        "steps per env step (the paper's ~0.38: 5 updates/s of 64 x 80 steps against 256 actors at ~260 "
+        "steps/s); anchors are gymnax's PPO figures (no published MinAtar R2D2 return)",
+        {"env": "gymnax:Breakout-MinAtar", "num_envs": 64, "rollout_length": 16, "total_steps": 10_000_000,
+         "updates_per_call": 16, "eval_every": 256, "eval_max_steps": 2_500},
+        {"torso": "minatar_cnn", "core": "lstm", "core_size": 128, "dueling": True, "burn_in": 8,
+         "sequence_length": 16, "sequence_period": 8, "n_step": 5, "gamma": 0.99, "priority_exponent": 0.9,
+         "importance_exponent": 0.6, "priority_eta": 0.9, "buffer_size": 102_400, "min_fill": 5_120,
+         "batch_size": 64, "replay_ratio": 1 / 40, "learning_rate": 2.5e-4, "anneal_lr": False, "adam_eps": 1e-3,
+         "target_update_period": 500, "target_tau": 1.0, "epsilon": 0.4, "epsilon_alpha": 7.0,
+         "value_rescaling": True},
+        _MINATAR_ANCHORS,
+    ),
+    Preset(
+        "minatar-dqn", "anakin", "dqn",
+        "DQN (Double, 1-step, hard target copies) with the MinAtar CNN on a gymnax MinAtar game, 64 envs x 16 "
+        "steps, 1e7 steps.",
+        "Young & Tian 2019 (MinAtar) DQN: replay 100k, batch 32, lr 2.5e-4 (Adam here, RMSProp there), gamma "
+        "0.99, target copy every 1000 gradient steps, epsilon 1 -> 0.1 over the first 100k of their 5M frames "
+        "(2% of the run), replay start 5000, their network; one difference: a gradient step every 4 env "
+        "steps (replay_ratio 0.25, Mnih et al. 2015) where MinAtar's DQN takes one every step. Anchors are "
+        "gymnax's PPO figures",
+        {"env": "gymnax:Breakout-MinAtar", "num_envs": 64, "rollout_length": 16, "total_steps": 10_000_000,
+         "updates_per_call": 16, "eval_every": 256, "eval_max_steps": 2_500},
+        {"torso": "minatar_cnn", "buffer_size": 100_000, "batch_size": 32, "learning_rate": 2.5e-4,
+         "anneal_lr": False, "gamma": 0.99, "n_step": 1, "double_dqn": True, "target_update_period": 1000,
+         "target_tau": 1.0, "epsilon_start": 1.0, "epsilon_end": 0.1, "epsilon_decay_fraction": 0.02,
+         "min_fill": 5_000, "replay_ratio": 0.25, "loss": "huber"},
+        _MINATAR_ANCHORS,
+    ),
+    Preset(
         "atari-ppo", "sebulba", "ppo",
         "PPO with the Nature CNN on an Atari game (default Pong), DQN-era protocol, 8 envs x 128 steps, 10M steps.",
         "CleanRL ppo_atari_envpool.py (Huang et al. 2022, 'The 37 implementation details of PPO'): "
@@ -159,6 +198,28 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
          "gamma": 0.99, "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 40.0, "reward_scale": 1.0,
          "reward_clip": 1.0, "num_minibatches": 4, "torso": "impala_resnet", "loss_reduction": "sum"},
         {"ale:Pong": _IMPALA_PONG},
+    ),
+    Preset(
+        "atari-r2d2", "sebulba", "r2d2",
+        "R2D2 (Nature CNN, LSTM 512, dueling, prioritised sequence replay) on an Atari game (default Pong), "
+        "Machado protocol, 2 x 64 envs x 80 steps, lag 1.",
+        "Kapturowski et al. 2019 (R2D2), the paper's network (Nature CNN, LSTM 512, dueling head with 512-wide "
+        "streams) and appendix hyper-parameters: sequences of 80 steps after a 40-step burn-in, every 40 steps; "
+        "priority exponent 0.9, importance sampling exponent 0.6, eta 0.9; gamma 0.997, n = 5, minibatch 64; "
+        "Adam lr 1e-4, eps 1e-3; target network copied every 2500 updates; value rescaling eps 1e-3; Ape-X "
+        "epsilons eps 0.4, alpha 7; rewards unclipped (h rescales them); no life-loss episode ends (the paper "
+        "disabled them too). Differences: the replay is 204,800 steps per learner device (the paper's 4M "
+        "observations in one learner: 20 such devices), 128 actor columns instead of 256, one gradient step "
+        "per 10,240-step update (~1e-4 per env step; the paper's ~7.5e-5: 5 updates/s against 256 actors "
+        "at ~260 steps/s), the Machado protocol's sticky actions and 4 stacked frames",
+        {"env": "ale:Pong", "threads_per_actor_device": 2, "envs_per_thread": 64, "rollout_length": 80,
+         "lag": "1", "total_steps": 50_000_000, "env_kwargs": ("protocol=machado",)},
+        {"torso": "nature_cnn", "core": "lstm", "core_size": 512, "dueling": True, "head_hidden": 512,
+         "burn_in": 40, "sequence_length": 80, "sequence_period": 40, "n_step": 5, "gamma": 0.997,
+         "priority_exponent": 0.9, "importance_exponent": 0.6, "priority_eta": 0.9, "buffer_size": 204_800,
+         "min_fill": 51_200, "batch_size": 64, "replay_ratio": 1e-4, "learning_rate": 1e-4, "anneal_lr": False,
+         "adam_eps": 1e-3, "target_update_period": 2500, "target_tau": 1.0, "epsilon": 0.4, "epsilon_alpha": 7.0,
+         "value_rescaling": True, "reward_clip": None},
     ),
     Preset(
         "memory-ppo-lstm", "anakin", "ppo",

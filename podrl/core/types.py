@@ -89,12 +89,45 @@ class TrainState(NamedTuple):
     hyperparams: Any = ()  # {field: float32 []} swept hyperparameters (a population), read by update; () = none
 
 
+class EnvColumns(NamedTuple):
+    """Which of the run's env columns the rows of an actor batch are: what a layout tells
+    `Agent.init_actor_state` (an agent whose actors differ by column reads it, e.g. R2D2's Ape-X
+    epsilons; every other agent ignores it). Built outside jit (Sebulba) or inside the layout's
+    program (Anakin: `index` traced), never passed through a jitted call.
+
+    Attributes:
+      index: int32 `[B]`, each row's global env index in `[0, total)`. Anakin shard d of D
+        holds rows `d * E / D + [0, E / D)` (E envs per seed / member); Sebulba's actor thread j
+        of process p holds `((p * threads) + j) * envs_per_thread + [0, envs_per_thread)`. So a
+        column's index is the same across restarts and for any split of the same envs over
+        devices, threads and hosts.
+      total: int, the env columns of the whole run (E in Anakin; processes x threads x envs per
+        thread in Sebulba).
+    """
+
+    index: Array
+    total: int
+
+
+def env_columns(first: Any, count: int, total: int) -> EnvColumns:
+    """`EnvColumns` of `count` consecutive columns from global index `first` (an int or a traced int32 [])."""
+    return EnvColumns(first + jnp.arange(count, dtype=jnp.int32), int(total))
+
+
+def no_actor_state(batch_size: int, columns: EnvColumns | None = None) -> tuple[()]:
+    """`Agent.init_actor_state` of a feed-forward agent: `()`."""
+    del batch_size, columns
+    return ()
+
+
 class Agent(NamedTuple):
     """A reinforcement-learning agent as pure functions.
 
     init(key, env_spec) -> TrainState
-    init_actor_state(batch_size) -> ActorState, `[B, ...]` (() if feed-forward);
-        the layouts reset a row to this value when its episode ends.
+    init_actor_state(batch_size, columns=None) -> ActorState, `[B, ...]` (() if feed-forward);
+        the layouts reset a row to this value when its episode ends. `columns` (`EnvColumns`)
+        says which global env columns the rows are; the training layouts always pass it,
+        evaluation and tools may not (None), and an agent must accept both.
     act(params, actor_state, observation [B, *obs], key)
         -> (action [B, *act], extras {name: [B, ...]}, actor_state)
     act_greedy(params, actor_state, observation [B, *obs])
@@ -106,7 +139,7 @@ class Agent(NamedTuple):
     """
 
     init: Callable[[PRNGKey, EnvSpec], TrainState]
-    init_actor_state: Callable[[int], ActorState]
+    init_actor_state: Callable[..., ActorState]  # (batch_size, columns: EnvColumns | None = None)
     act: Callable[[Params, ActorState, Array, PRNGKey], tuple[Array, dict[str, Array], ActorState]]
     act_greedy: Callable[[Params, ActorState, Array], tuple[Array, ActorState]]
     update: Callable[[TrainState, Trajectory, PRNGKey], tuple[TrainState, Metrics]]

@@ -10,8 +10,10 @@ update; `close` stops and joins every thread and closes every env.
 Keys and host env seeds come from `podrl.core.keys` (the tree Anakin uses): the params from
 `seed_keys(seed).params`; actor thread j (global index) acts with base key `base_key(run_key, j)`,
 learner shard d updates with `base_key(run_key, d)`; JAX host envs reset thread j's envs with
-slice j of `env_keys(env_key, total_envs)` (`podrl.sebulba.rollout.reset_env`). With one thread
-and one learner device this is exactly Anakin's single-device schedule.
+slice j of `env_keys(env_key, total_envs)` (`podrl.sebulba.rollout.reset_env`), and its envs are the
+env columns `j * envs_per_thread + [0, envs_per_thread)` its actor state is made for
+(`podrl.core.types.EnvColumns`). With one thread and one learner device this is exactly Anakin's
+single-device schedule.
 
 Update `i` takes rollout `i` from every actor queue in thread order (deterministic batches),
 runs the learner step, checks the rollouts' rewards/observations and the metrics are finite,
@@ -46,7 +48,7 @@ from podrl.sebulba.setup import SebulbaSetup, make_env
 from podrl.sebulba.stats import WindowStats
 from podrl.sebulba.stopping import StopSignal
 from podrl.sebulba.transport import bytes_per_step, learner_shardings, place_on_learners
-from podrl.core.types import TrainState
+from podrl.core.types import TrainState, env_columns
 
 
 class SebulbaProgram:
@@ -106,13 +108,15 @@ class SebulbaProgram:
         self.source = ParamsSource(self.actor_devices, config.fixed_lag, self.stop, config.timeout_s,
                                    first_version=start)
         first_thread = jax.process_index() * config.num_threads  # global index of this process's thread 0
+        n, total = config.envs_per_thread, jax.process_count() * config.num_threads * config.envs_per_thread
         for j, env in enumerate(self.pool.envs[:config.num_threads]):
             slot = j // config.threads_per_actor_device
             policy = ActorPolicy(self.agent, self.act_step, self.actor_devices[slot], slot, config.rollout_length,
                                  self.shardings)
             link = ActorLink(self.source, queue.Queue(maxsize=config.queue_size), self.stop, config.timeout_s)
             self.pool.threads.append(ActorThread(j, env, self.firsts[j], policy, link,
-                                                 base_key(self.keys.run, first_thread + j), range(start, limit)))
+                                                 base_key(self.keys.run, first_thread + j), range(start, limit),
+                                                 env_columns((first_thread + j) * n, n, total)))
         self.stats = WindowStats(self.pool.threads)
         self.source.publish(state.params, start)
         self.pool.start()

@@ -25,7 +25,7 @@ from podrl.core.keys import env_keys, host_env_seed, step_keys, update_keys
 from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.stopping import RunStopped, StopSignal
 from podrl.sebulba.transport import example_trajectory, place_on_learners, stack_rollout, step_record
-from podrl.core.types import Agent, Trajectory, reset_finished_actor_state
+from podrl.core.types import Agent, EnvColumns, Trajectory, reset_finished_actor_state
 
 
 class Rollout(NamedTuple):
@@ -99,15 +99,16 @@ class ActorThread(threading.Thread):
       index: the thread's index on this process. env / first: its env batch and the reset's timestep.
       policy: how it acts. link: params in, rollouts out, the stop signal.
       base_key: its PRNG base key (`podrl.core.keys.base_key`). rollouts: the rollout indices it produces.
+      columns: the run's env columns its envs are (`podrl.core.types.EnvColumns`), told to `init_actor_state`.
     """
 
     def __init__(self, index: int, env: HostVectorEnv, first: TimeStep, policy: ActorPolicy, link: ActorLink,
-                 base_key: jax.Array, rollouts: range):
+                 base_key: jax.Array, rollouts: range, columns: EnvColumns | None = None):
         super().__init__(name=f"sebulba-actor-{index}", daemon=True)
         self.index, self.env, self.timestep, self.policy, self.link = index, env, first, policy, link
         self.base_key, self.rollouts = base_key, rollouts
         self.out, self.stop = link.out, link.stop
-        self.actor_state = jax.device_put(policy.agent.init_actor_state(env.num_envs), policy.device)
+        self.actor_state = jax.device_put(policy.agent.init_actor_state(env.num_envs, columns), policy.device)
         self.initial_actor_state = self.actor_state
         self.stage, self.stage_since = "starting", time.monotonic()
         self.put_wait_seconds = 0.0  # total time blocked on a full queue

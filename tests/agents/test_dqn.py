@@ -3,6 +3,8 @@ Anakin/Sebulba parity (params and buffers), exact resume with the buffer, learni
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -80,6 +82,7 @@ def test_update_takes_its_targets_from_the_target_network(cpu_devices, double):
     (dict(target_tau=0.0), "target_tau"), (dict(replay_ratio=0), "replay_ratio"), (dict(n_step=0), "n_step"),
     (dict(double_dqn=1), "double_dqn"), (dict(min_fill=100, buffer_size=10), "min_fill"),
     (dict(epsilon_end=2.0), "epsilon_end"), (dict(layer_norm="yes"), "layer_norm"),
+    (dict(prioritised=1), "prioritised"), (dict(importance_exponent=2.0), "importance_exponent"),
 ])
 def test_invalid_fields_are_named(overrides, field):
     with pytest.raises(ConfigError) as info:
@@ -91,6 +94,10 @@ def test_a_rollout_larger_than_the_buffer_and_continuous_actions_are_refused():
     with pytest.raises(ConfigError, match="16 \\* 8 = 128") as info:
         DQNConfig(buffer_size=100, min_fill=10).check_batch(16, 8)
     assert info.value.field == "buffer_size"
+    with pytest.raises(ConfigError, match="not whole rows of period x envs per shard = 1 x 6") as info:
+        DQNConfig(buffer_size=1000, prioritised=True).check_batch(16, 6)  # the prioritised replay keeps env columns
+    assert info.value.field == "buffer_size"
+    DQNConfig(buffer_size=1000).check_batch(16, 6)
     with pytest.raises(ConfigError, match="'dqn'") as info:
         DQNConfig().make_agent(env_spec(make("Pendulum-v1")), 10)
     assert info.value.field == "env" and "action spec" in str(info.value)
@@ -164,6 +171,19 @@ def test_dqn_solves_cartpole_through_anakin(cpu_devices):
     config = AnakinConfig(env="CartPole-v1", num_envs=8, rollout_length=8, total_steps=LEARN_STEPS, num_devices=1,
                           updates_per_call=100, eval_every=0, eval_episodes=32, logging=QUIET)
     result = train_anakin(config, CARTPOLE)
+    assert result.final_eval_return[0] >= 475.0, result.final_eval_return
+
+
+@pytest.mark.learning
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_prioritised_dqn_solves_cartpole_through_anakin(cpu_devices):
+    """`CARTPOLE` with the prioritised replay of podrl.agents.prioritised (Ape-X: alpha 0.6, beta 0.4), as
+    the uniform test above: greedy return 500 on 3 of 3 seeds (0-2) tried at 100k steps (~30 s on 2 cores,
+    twice the uniform replay's time: the sum tree's sequential levels dominate this small network's step)."""
+    config = AnakinConfig(env="CartPole-v1", num_envs=8, rollout_length=8, total_steps=LEARN_STEPS, num_devices=1,
+                          updates_per_call=100, eval_every=0, eval_episodes=32, logging=QUIET)
+    result = train_anakin(config, dataclasses.replace(CARTPOLE, prioritised=True))
     assert result.final_eval_return[0] >= 475.0, result.final_eval_return
 
 

@@ -139,9 +139,9 @@ def test_help_groups_the_flags_and_speaks_of_its_layout(tmp_path):
     def choices(text):  # the --preset choices, however the help box wraps them
         return text.split("--preset {", 1)[1].split("}", 1)[0].replace("│", "").replace(" ", "").split(",")
 
-    assert choices(sebulba) == ["None", "atari-ppo", "atari-impala", "mujoco-sac", "mujoco-td3"]
+    assert choices(sebulba) == ["None", "atari-ppo", "atari-impala", "atari-r2d2", "mujoco-sac", "mujoco-td3"]
     assert choices(anakin) == ["None", "cartpole-ppo", "minatar-ppo", "minatar-impala", "minatar-pqn", "minatar-muzero",
-                               "memory-ppo-lstm", "brax-ppo"]
+                               "minatar-r2d2", "minatar-dqn", "memory-ppo-lstm", "brax-ppo"]
     assert "(default: )" not in anakin and "(default: )" not in sebulba
     console = sebulba.split("--logging.console, --logging.no-console")[1][:80]
     assert "--log-every" in console and "compiled call" not in console, console

@@ -185,7 +185,7 @@ def test_episodic_life_through_the_adapter_and_the_actor_state_reset_in_evaluati
     assert [int(ts.step_type[0]) for ts in steps] == [MID, MID, MID, MID, LAST]
     assert [float(ts.discount[0]) for ts in steps] == [1, 0, 1, 1, 0]
     assert [float(ts.extras["episode_return"][0]) for ts in steps] == [1, 2, 3, 4, 5]
-    counter = Agent(init=None, init_actor_state=lambda n: jnp.zeros(n, jnp.int32), act=None, update=None,
+    counter = Agent(init=None, init_actor_state=lambda n, columns=None: jnp.zeros(n, jnp.int32), act=None, update=None,
                     act_greedy=lambda params, state, obs: (state, state + 1))
     fake = LivesVectorEnv()
     result = evaluate_host_greedy(counter, None, GymnasiumVectorEnv(fake, episodic_life=True), seed=0, max_steps=9)

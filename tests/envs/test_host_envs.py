@@ -260,7 +260,7 @@ def test_jax_host_equals_anakin_reset_and_step(name):
     _, env_key, _ = jax.random.split(jax.random.key(np.uint32(seed)), 3)
     env_keys = jax.random.split(env_key, num_envs)
     training_env = podrl.envs.wrap_for_training(env)
-    agent = types.SimpleNamespace(init_actor_state=lambda batch: ())
+    agent = types.SimpleNamespace(init_actor_state=lambda batch, columns=None: ())
     acting = reset_batch(training_env, agent, env_keys)
     np.testing.assert_array_equal(ts.observation, np.asarray(acting.timestep.observation))
     state = acting.env_state

@@ -76,7 +76,7 @@ def _random_policy_return(env_name: str, episodes: int) -> float:
         action = jax.random.uniform(key, (obs.shape[0],) + spec.shape, minval=spec.minimum, maxval=spec.maximum)
         return action, actor_state
 
-    agent = Agent(init=None, init_actor_state=lambda b: (), act=None, act_greedy=act_random, update=None)
+    agent = Agent(init=None, init_actor_state=lambda b, columns=None: (), act=None, act_greedy=act_random, update=None)
     result = jax.jit(lambda k: evaluate_greedy(agent, env, None, jax.random.split(k, episodes), 500))(
         jax.random.key(1))
     return float(result.returns.mean())

@@ -144,6 +144,26 @@ def test_sebulba_muzero_two_processes_share_one_learner(tmp_path):
     assert np.isfinite(eval0) and np.isnan(eval1)
 
 
+@pytest.mark.timeout(400)
+def test_sebulba_r2d2_two_processes_share_one_learner(tmp_path):
+    """agent:r2d2 at its defaults (each host's actor thread acts with the Ape-X epsilons of its own global
+    env columns, one prioritised sequence replay per learner shard, learning from the first update): both
+    processes end with the same params; each learner shard's replay holds its own host's steps, and its
+    priorities are its own."""
+    result = launch(2, 2, WORKER + ["--layout", "sebulba", "--agent", "r2d2", "--out", str(tmp_path),
+                                    "--updates", "3"], timeout=380)
+    assert result.returncode == 0, result.stdout[-4000:]
+    (p0, local0, global0, _), (p1, local1, global1, _) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
+    # the PrioritisedReplay's leaves: 6 Step fields, position, size, the stored LSTM (c, h), sum tree, max priority
+    replay0, replay1 = p0[-12:], p1[-12:]
+    for a, b in zip(p0[:-12], p1[:-12], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert local0 == local1 == 8 * 64 * 3 and global0 == global1 == 2 * 8 * 64 * 3
+    assert int(replay0[7].reshape(-1)[0]) == int(replay1[7].reshape(-1)[0]) == 8 * 64 * 3  # size: its host's steps
+    assert not np.array_equal(replay0[0], replay1[0])  # observations: each host's own actors
+    assert not np.array_equal(replay0[-2], replay1[-2])  # priorities: each shard's own draws
+
+
 def readme_launch_commands() -> dict[str, list[str]]:
     """The `podrl launch` commands of README.md and docs/*.md (continuation lines joined), by the training
     subcommand they launch (`... -- podrl anakin ...`)."""
