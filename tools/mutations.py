@@ -82,6 +82,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "_searched(config, network, params, windows.next_observation[rows, last]",
         REANALYSE, "MuZero Reanalyse's value searches run with the online network instead of the target network"),
     Mutation(
+        "muzero-priority-without-prediction", "agents/muzero/losses.py",
+        'metrics["priority"] = jnp.abs(logits_to_scalar(value_logits[0], s) - targets.value[0])',
+        'metrics["priority"] = jnp.abs(targets.value[0])',
+        ("tests/agents/test_muzero_prioritised.py",) + MUZERO,
+        "MuZero's prioritised replay drawing windows by the size of their value targets, not the prediction's error"),
+    Mutation(
         "ppo-truncation-as-termination", "agents/ppo/agent.py",
         "discount_t=traj.discount,",
         "discount_t=traj.discount * (1.0 - traj.truncated),",

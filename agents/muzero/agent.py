@@ -5,15 +5,17 @@ Train state (`podrl.core.types.TrainState`):
   opt_state    `MuZeroLearnerState` (`podrl.agents.off_policy.TargetLearnerState`): Adam state, the
                target network's params, gradient steps taken.
   update_step  int32 [], updates applied.
-  shard_state  `podrl.agents.replay.ReplayBuffer` of `Step`s, `buffer_size` env steps; each learner
-               shard fills and samples its own.
+  shard_state  `podrl.agents.replay.ReplayBuffer` of `Step`s, `buffer_size` env steps (`prioritised`: a
+               `podrl.agents.prioritised.PrioritisedReplay` of them); each learner shard fills and
+               samples its own.
 
 `update` is the replay frame `podrl.agents.off_policy.replay_update` with MuZero's pieces
 (`replay_pieces`), on one learner shard inside the layout's `shard_map`: it adds this shard's
 `[T, B]` rollout to its buffer (flattened time-major, so one env's steps lie B slots apart), then
 (once the buffer holds `min_fill`) takes `round(replay_ratio * T * B)` Adam steps
 (`off_policy.target_sgd_step`), each on `batch_size` windows of `unroll_steps + td_steps`
-consecutive steps of one env (`podrl.agents.replay.sample_windows`), with targets from
+consecutive steps of one env (`podrl.agents.replay.sample_windows`; `prioritised`: drawn by the
+priority |v - z| each window's last replay left, importance-weighted), with targets from
 `podrl.agents.muzero.targets.window_targets` (values bootstrapped from the target network) and the
 unroll loss of `podrl.agents.muzero.losses`; gradients averaged across learners by
 `podrl.agents.actor_critic.sgd_step`. The policy targets are the actors' stored search policies,
@@ -29,7 +31,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from podrl.agents import replay
+from podrl.agents import prioritised, replay
 from podrl.agents.actor_critic import check_total_updates
 from podrl.agents.muzero import search
 from podrl.agents.muzero.config import MuZeroConfig
@@ -123,10 +125,15 @@ def example_step(env_spec: EnvSpec) -> Step:
 
 
 def _init(parts: MuZeroParts, key: Array, env_spec: EnvSpec) -> TrainState:
-    """Fresh params, Adam state, the target network as a copy, an empty buffer."""
+    """Fresh params, Adam state, the target network as a copy, an empty buffer (`prioritised`: a
+    `podrl.agents.prioritised.PrioritisedReplay` of the steps, a window starting at each)."""
     obs = jnp.zeros((1,) + tuple(env_spec.observation.shape), env_spec.observation.dtype)
     params = parts.network.init(key, obs, jnp.zeros((1,), jnp.int32))
-    buffer = replay.init(parts.config.buffer_size, example_step(parts.env_spec))  # env_spec may be traced here
+    example = example_step(parts.env_spec)  # env_spec may be traced here
+    if parts.config.prioritised:  # a window may start at every step: sequences of period 1
+        buffer = prioritised.init(parts.config.buffer_size, example, 1)
+    else:
+        buffer = replay.init(parts.config.buffer_size, example)
     return TrainState(params, init_target_learner(parts.optimizer.init(params), params), jnp.zeros((), jnp.int32),
                       buffer)
 
@@ -159,21 +166,30 @@ def batch_from_windows(parts: MuZeroParts, target_params, windows: Step, bootstr
     return MuZeroBatch(windows.observation[:, 0], windows.action[:, : cfg.unroll_steps], targets)
 
 
-def _batch(parts: MuZeroParts, stride: int, buffer: replay.ReplayBuffer, key: Array, params,
-           target_params) -> MuZeroBatch:
-    """`batch_size` windows sampled from `buffer` (one env's steps `stride` slots apart), as a batch;
-    the first `reanalyse_fraction` of them reanalysed (`podrl.agents.muzero.reanalyse`, its key folded from `key`)."""
+def _batch(parts: MuZeroParts, stride: int, buffer, key: Array, params, target_params) -> MuZeroBatch:
+    """`batch_size` windows sampled from `buffer` (one env's steps `stride` slots apart), as a batch:
+    uniformly, or (`prioritised`) by priority with their importance weights and indices; the first
+    `reanalyse_fraction` of them reanalysed (`podrl.agents.muzero.reanalyse`, its key folded from `key`)."""
     cfg = parts.config
-    windows = replay.sample_windows(buffer, key, cfg.batch_size, cfg.window_length, stride)
+    if cfg.prioritised:
+        drawn = prioritised.sample(buffer, key, cfg.batch_size, cfg.window_length, 1, stride)
+        windows = drawn.window
+    else:
+        windows = replay.sample_windows(buffer, key, cfg.batch_size, cfg.window_length, stride)
     bootstrap = bootstrap_values(parts, target_params, windows)  # the bootstrap values come from the target network
     windows, bootstrap = reanalyse(cfg, parts.network, params, target_params, windows, bootstrap,
                                    jax.random.fold_in(key, 1))
-    return batch_from_windows(parts, target_params, windows, bootstrap)
+    batch = batch_from_windows(parts, target_params, windows, bootstrap)
+    if not cfg.prioritised:
+        return batch
+    return batch._replace(weight=prioritised.importance_weights(drawn.probability, cfg.importance_exponent),
+                          index=drawn.index)
 
 
-def _sgd_step(parts: MuZeroParts, stride: int, buffer: replay.ReplayBuffer, carry, key: Array):
+def _sgd_step(parts: MuZeroParts, stride: int, buffer, carry, key: Array):
     """One Adam step on `batch_size` windows sampled from `buffer`, then the target update
-    (`off_policy.target_sgd_step`); a `lax.scan` body over `(params, MuZeroLearnerState)`."""
+    (`off_policy.target_sgd_step`; prioritised: the drawn windows' new priorities too); a `lax.scan`
+    body over `(params, MuZeroLearnerState)` (prioritised: with the replay's `Priorities`)."""
     return target_sgd_step(parts, functools.partial(_batch, parts, stride), buffer, carry, key)
 
 
@@ -182,9 +198,14 @@ def _sgd_step_for(parts: MuZeroParts, envs_per_shard: int):
     return functools.partial(_sgd_step, parts, envs_per_shard)
 
 
-def _items(parts: MuZeroParts, traj: Trajectory) -> Step:
-    """The rollout's `T * B` `Step`s, rewards clipped."""
-    return rollout_steps(traj, learner_rewards(traj.reward, parts.config.reward_clip, 1.0))
+def _items(parts: MuZeroParts, traj: Trajectory):
+    """The rollout's `T * B` `Step`s, rewards clipped: flattened time-major, or (prioritised) `[T, B]` as
+    `prioritised.SequenceItems` with no start state."""
+    steps = rollout_steps(traj, learner_rewards(traj.reward, parts.config.reward_clip, 1.0))
+    if not parts.config.prioritised:
+        return steps
+    t, b = traj.reward.shape
+    return prioritised.SequenceItems(jax.tree.map(lambda x: x.reshape((t, b) + x.shape[1:]), steps), ())
 
 
 def _hand_on(train_state: TrainState, params, traj: Trajectory):
@@ -196,8 +217,10 @@ def _hand_on(train_state: TrainState, params, traj: Trajectory):
 def replay_pieces(parts: MuZeroParts) -> ReplayPieces:
     """MuZero's pieces of `podrl.agents.off_policy.replay_update`. Its metrics: the loss's (0 before
     learning starts), learning, replay_fill, search_value, learning_rate."""
-    return ReplayPieces(parts.config, parts.config.min_fill, functools.partial(_items, parts),
-                        functools.partial(_sgd_step_for, parts), _all_params, _hand_on, parts.learning_rate)
+    cfg = parts.config
+    add = functools.partial(prioritised.add, window=cfg.window_length, period=1, priority_exponent=cfg.priority_exponent)
+    return ReplayPieces(cfg, cfg.min_fill, functools.partial(_items, parts), functools.partial(_sgd_step_for, parts),
+                        _all_params, _hand_on, parts.learning_rate, add if cfg.prioritised else replay.add)
 
 
 def _all_params(params):

@@ -12,10 +12,11 @@ import dataclasses
 from typing import ClassVar
 
 from podrl.agents.config_base import AdamConfig, AgentConfigBase, check_sweepable
-from podrl.agents.config_checks import (QNetworkConfig, ReplayConfig, check_fill_covers_windows, check_fill_field,
-                                        check_q_network_fields, check_replay_fields)
+from podrl.agents.config_checks import (PrioritisedConfig, QNetworkConfig, ReplayConfig, check_fill_covers_windows,
+                                        check_fill_field, check_prioritised_fields, check_q_network_fields,
+                                        check_replay_fields, sequence_layout_problem)
 from podrl.agents.reward_clip import RewardClipConfig, check_reward_clip
-from podrl.core.errors import ConfigError, require_choice, require_int, require_number
+from podrl.core.errors import ConfigError, require_bool, require_choice, require_int, require_number
 
 SEARCHES = ("muzero", "gumbel")
 """Names accepted by `MuZeroConfig.search`: `mctx.muzero_policy` or `mctx.gumbel_muzero_policy`."""
@@ -24,7 +25,7 @@ REANALYSE_NETWORKS = ("online", "target")
 
 
 @dataclasses.dataclass(frozen=True)
-class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConfig, AdamConfig):
+class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConfig, PrioritisedConfig, AdamConfig):
     """MuZero (Schrittwieser et al. 2020, "Mastering Atari, Go, chess and shogi by planning with a
     learned model", Nature 588) and Gumbel MuZero (Danihelka et al. 2022, "Policy improvement by
     planning with Gumbel", ICLR), the search from mctx, a sequence replay per learner shard.
@@ -32,7 +33,10 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
     The representation is the config's torso (`torso`, `hidden_sizes`, ...) then a dense layer to
     `latent_size`; the learner replays windows of `unroll_steps + td_steps` steps of one env,
     `round(replay_ratio * T * B)` Adam steps of `batch_size` windows per update (none until the
-    shard's buffer holds `min_fill` env steps). `buffer_size` counts env steps per shard."""
+    shard's buffer holds `min_fill` env steps). `buffer_size` counts env steps per shard. With
+    `prioritised` the windows are drawn from the house prioritised sequence replay
+    (`podrl.agents.prioritised`, a window starting at every step) by their priority |v - z|, the
+    root value prediction's error against its n-step target (MuZero, Appendix G: alpha = beta = 1)."""
 
     search: str = "gumbel"
     """Search at the root: muzero (PUCT with Dirichlet noise, visit-count policy) or gumbel (Gumbel MuZero: Sequential Halving, improved-policy targets)."""
@@ -68,6 +72,12 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
     """Share of each batch's windows whose policy and value targets are recomputed by a fresh search (MuZero Reanalyse, `podrl.agents.muzero.reanalyse`); 0: the actors' stored targets."""
     reanalyse_network: str = "online"
     """reanalyse: params of the policy target's search: online (this gradient step's) or target; the value bootstraps always search with the target network."""
+    prioritised: bool = False
+    """Prioritised replay of the windows (`podrl.agents.prioritised`): drawn by |root value - value target|^priority_exponent, losses weighted by importance_exponent; buffer_size then whole rows of the envs per shard."""
+    priority_exponent: float = 1.0
+    """prioritised: alpha, replay a window of priority p with probability proportional to p^alpha (MuZero Appendix G: 1)."""
+    importance_exponent: float = 1.0
+    """prioritised: beta in [0, 1], each window's loss weighted by (N P)^-beta over the batch's largest (MuZero Appendix G: 1)."""
     target_update_period: int = 1
     """Gradient steps between target network updates."""
     target_tau: float = 0.01
@@ -91,6 +101,8 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
         check_fill_field(self, "min_fill")
         require_choice(self, "search", SEARCHES)
         require_choice(self, "reanalyse_network", REANALYSE_NETWORKS)
+        require_bool(self, "prioritised")
+        check_prioritised_fields(self)
         require_number(self, "reanalyse_fraction", low=0.0, high=1.0)
         require_int(self, "num_simulations", "max_num_considered_actions", "unroll_steps", "td_steps",
                     "support_size", "latent_size", "target_update_period")
@@ -114,11 +126,16 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
 
     def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
         """ConfigError("buffer_size") unless one rollout fits and the buffer is whole rows of
-        `envs_per_shard`; ConfigError("min_fill") unless it covers one window of every env."""
+        `envs_per_shard` (prioritised: holding a rollout and a window of each env); ConfigError("min_fill")
+        unless it covers one window of every env."""
         super().check_batch(rollout_length, envs_per_shard)
         if self.buffer_size % envs_per_shard:
             raise ConfigError("buffer_size", f"{self.buffer_size} is not a multiple of the {envs_per_shard} envs per "
                               f"shard; the sequence replay keeps whole time steps of every env")
+        problem = self.prioritised and sequence_layout_problem(self.buffer_size, rollout_length, envs_per_shard,
+                                                               self.window_length, 1)
+        if problem:
+            raise ConfigError("buffer_size", problem)
         check_fill_covers_windows(self.min_fill, self.window_length, envs_per_shard, "window of unroll_steps + td_steps")
 
 

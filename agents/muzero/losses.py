@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import optax
 
 from podrl.agents.muzero.networks import MuZeroNetwork
-from podrl.agents.muzero.targets import WindowTargets, scalar_to_target
+from podrl.agents.muzero.targets import WindowTargets, logits_to_scalar, scalar_to_target
 
 Array = jax.Array
 
@@ -31,11 +31,15 @@ class MuZeroBatch(NamedTuple):
       observation: `[N, *obs]` the first observation of each window.
       action: int32 `[N, K]` the actions taken at steps 0..K-1.
       targets: `WindowTargets`, every leaf with a leading `[N]`.
+      weight: float32 `[N]` importance weights of a prioritised replay's draw (None: uniform replay).
+      index: int32 `[N]` which windows a prioritised replay drew (None: uniform replay).
     """
 
     observation: Array
     action: Array
     targets: WindowTargets
+    weight: Array | None = None
+    index: Array | None = None
 
 
 def scale_gradient(x: Array, scale: float) -> Array:
@@ -67,8 +71,11 @@ def step_weights(unroll_steps: int) -> Array:
 
 def make_loss_fn(config: Any, network: MuZeroNetwork) -> Callable[..., tuple[Array, dict[str, Array]]]:
     """`loss_fn(params, batch: MuZeroBatch, key) -> (loss [], metrics)`: the batch mean of the summed
-    unroll losses; metrics "value_loss", "reward_loss", "policy_loss" (means per state / step),
-    "value_target_mean", "policy_entropy" (of the root prediction)."""
+    unroll losses (a prioritised replay's batch: each window's weighted by its importance weight);
+    metrics "value_loss", "reward_loss", "policy_loss" (means per state / step), "value_target_mean",
+    "policy_entropy" (of the root prediction), "policy_target_entropy" (of the root's target) and, for a
+    prioritised batch, "priority" `[N]`: |v - z| of each window's root value prediction against its
+    target (MuZero, Appendix G), which the replay frame takes out."""
 
     def loss_fn(params, batch: MuZeroBatch, key: Array):
         del key
@@ -82,13 +89,16 @@ def make_loss_fn(config: Any, network: MuZeroNetwork) -> Callable[..., tuple[Arr
         weights = step_weights(config.unroll_steps)
         per_state = weights[:, None] * (config.value_loss_weight * value_ce + policy_ce)
         per_step = weights[1:, None] * reward_ce
-        loss = jnp.mean(jnp.sum(per_state, axis=0) + jnp.sum(per_step, axis=0))
+        per_window = jnp.sum(per_state, axis=0) + jnp.sum(per_step, axis=0)  # [N]
+        loss = jnp.mean(per_window if batch.weight is None else batch.weight * per_window)
         root_probs = jax.nn.softmax(policy_logits[0])
         metrics = {"value_loss": jnp.mean(value_ce), "reward_loss": jnp.mean(reward_ce),
                    "policy_loss": jnp.mean(policy_ce), "value_target_mean": jnp.mean(targets.value),
                    "policy_entropy": -jnp.mean(jnp.sum(root_probs * jnp.log(root_probs + 1e-12), axis=-1)),
                    "policy_target_entropy": -jnp.mean(jnp.sum(targets.policy[:, 0] * jnp.log(targets.policy[:, 0] + 1e-12),
                                                               axis=-1))}
+        if batch.weight is not None:
+            metrics["priority"] = jnp.abs(logits_to_scalar(value_logits[0], s) - targets.value[0])
         return loss, metrics
 
     return loss_fn

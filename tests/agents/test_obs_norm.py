@@ -89,7 +89,7 @@ def recording_agent() -> Agent:
         return state, {"observation": traj.observation, "next_observation": traj.next_observation}
 
     return Agent(init=lambda key, spec: TrainState({"w": jnp.zeros(())}, (), jnp.zeros((), jnp.int32)),
-                 init_actor_state=lambda batch_size: (),
+                 init_actor_state=lambda batch_size, columns=None: (),
                  act=lambda params, actor_state, obs, key: (obs, {}, actor_state),
                  act_greedy=lambda params, actor_state, obs: (obs, actor_state), update=update)
 
