@@ -27,7 +27,7 @@ import os
 import sys
 import time
 
-from benchmarks.peers import driver
+from benchmarks.peers import driver, stoix_source
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -51,13 +51,9 @@ def overrides(spec: dict) -> list[str]:
 
 def measure(spec: dict) -> dict:
     """Runs Stoix's ff_mz once on `spec` (see `overrides`): its clocked curve and final return."""
-    src = os.path.expanduser(spec.get("src", "~/.cache/podrl/peer-src/stoix"))
-    os.chdir(src)  # Stoix's configs name their search path relative to its source root
-    sys.path.insert(0, src)
-    import hydra
+    src = stoix_source.enter(spec)
     import jax
     import numpy as np
-    from omegaconf import OmegaConf
 
     from stoix.systems.search import ff_mz
 
@@ -96,10 +92,7 @@ def measure(spec: dict) -> dict:
         return tapped, absolute, rest
 
     ff_mz.learner_setup, ff_mz.search_evaluator_setup = timed_learner_setup, tapped_evaluator_setup
-    config_dir = os.path.join(src, "stoix", "configs", "default", "anakin")
-    with hydra.initialize_config_dir(config_dir=config_dir, version_base="1.2"):
-        config = hydra.compose("default_ff_mz", overrides=overrides(spec))
-    OmegaConf.set_struct(config, False)
+    config = stoix_source.compose(src, "anakin", "default_ff_mz", overrides(spec))
     final = float(ff_mz.run_experiment(config))
     curve, seconds, steps = [], 0.0, 0
     for call, eval_return in zip(calls, evals):

@@ -22,7 +22,7 @@ import os
 import sys
 import time
 
-from benchmarks.peers import driver
+from benchmarks.peers import driver, stoix_source
 
 START = time.perf_counter()
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
@@ -54,12 +54,8 @@ def overrides(spec: dict) -> list[str]:
 
 def measure(spec: dict) -> dict:
     """Runs Stoix's Sebulba PPO once on `spec` (see `overrides`); its clocked steps/s and final return."""
-    src = os.path.expanduser(spec.get("src", "~/.cache/podrl/peer-src/stoix"))
-    os.chdir(src)  # Stoix's configs name their search path relative to its source root
-    sys.path.insert(0, src)
-    import hydra
+    src = stoix_source.enter(spec)
     import jax
-    from omegaconf import OmegaConf
 
     from stoix.systems.ppo.sebulba import ff_ppo
 
@@ -77,10 +73,7 @@ def measure(spec: dict) -> dict:
         return timed_step, apply_fns, learner_state
 
     ff_ppo.learner_setup = timed_setup
-    config_dir = os.path.join(src, "stoix", "configs", "default", "sebulba")
-    with hydra.initialize_config_dir(config_dir=config_dir, version_base="1.2"):
-        config = hydra.compose("default_ff_ppo", overrides=overrides(spec))
-    OmegaConf.set_struct(config, False)
+    config = stoix_source.compose(src, "sebulba", "default_ff_ppo", overrides(spec))
     final = float(ff_ppo.run_experiment(config))
     steps_per_update = spec["num_envs"] * spec["rollout_length"]
     seconds = stamps[-1] - stamps[0]
