@@ -45,6 +45,13 @@ _MINATAR_ANCHORS = {
     "gymnax:Freeway-MinAtar": Anchor(58.0, _GYMNAX_PPO),
     "gymnax:SpaceInvaders-MinAtar": Anchor(131.0, _GYMNAX_PPO),
 }
+_MUZERO_MINATAR_RUN = {"env": "gymnax:Breakout-MinAtar", "num_envs": 64, "rollout_length": 8,
+                       "total_steps": 1_000_000, "updates_per_call": 64, "eval_every": 512, "eval_max_steps": 2_500}
+"""The run of both MinAtar MuZero presets: Stoix's 8-step rollouts, 64 envs, 1M steps."""
+_MUZERO_MINATAR_NET = {"anneal_lr": False, "max_grad_norm": 0.5, "gamma": 0.99, "unroll_steps": 5, "td_steps": 5,
+                       "value_loss_weight": 0.25, "torso": "minatar_cnn", "latent_size": 128, "dynamics_sizes": (128,),
+                       "prediction_sizes": (128,)}
+"""What both MinAtar MuZero presets take from Stoix's ff_mz.yaml and the MinAtar network."""
 _CLEANRL_PONG = Anchor(20.45, "CleanRL ppo_atari_envpool.py, Pong-v5, 10M steps (40M frames), 3 seeds: 20.45 ± 0.09 "
                               "(docs/benchmark/ppo_atari_envpool.md)")
 _BRAX_PPO = ("brax notebooks/training.ipynb (google/brax), its PPO hyperparameter table ('We determined some "
@@ -116,19 +123,31 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     ),
     Preset(
         "minatar-muzero", "anakin", "muzero",
-        "MuZero (mctx search, 25 simulations) with the MinAtar CNN on a gymnax MinAtar game, 64 envs x 8 steps.",
+        "MuZero (Gumbel search, 8 simulations) with the MinAtar CNN on a gymnax MinAtar game, 64 envs x 8 steps, "
+        "8 replayed windows per env step.",
+        "this project's recipe search on Breakout-MinAtar (docs/results/minatar-muzero/README.md: what was tried, "
+        "what won): Stoix ff_mz.yaml's rollout, returns, unroll, value weight and grad norm, with Gumbel MuZero's "
+        "search (Danihelka et al. 2022) at 8 simulations, 41-atom supports (h^-1(20) ~ 420 covers MinAtar's "
+        "returns), lr 1e-3 constant, 64 gradient steps of 64 windows per 512 env steps and a buffer of 1,024 steps "
+        "per env; the Young & Tian (2019) MinAtar network; anchors are gymnax's PPO figures (no published MinAtar "
+        "MuZero return at this budget)",
+        _MUZERO_MINATAR_RUN,
+        {**_MUZERO_MINATAR_NET, "search": "gumbel", "num_simulations": 8, "learning_rate": 1e-3, "support_size": 20,
+         "buffer_size": 65_536, "min_fill": 4_096, "batch_size": 64, "replay_ratio": 1 / 8},
+        _MINATAR_ANCHORS,
+    ),
+    Preset(
+        "minatar-muzero-stoix", "anakin", "muzero",
+        "MuZero (mctx search, 25 simulations) with the MinAtar CNN on a gymnax MinAtar game, 64 envs x 8 steps "
+        "(Stoix's values; minatar-muzero before issue 41).",
         "Stoix ff_mz.yaml (MuZero with mctx search: lr 3e-4 constant, 8 steps per rollout, 8 gradient steps "
         "of 128 sequences per rollout, buffer 10k, 64 warm-up steps, gamma 0.99, 5-step returns, 5 unroll "
         "steps, value weight 0.25, grad norm 0.5, 25 simulations of muzero search, 601-atom value and reward "
         "supports on [-300, 300]) with the Young & Tian (2019) MinAtar network; anchors are gymnax's PPO "
         "figures (no published MinAtar MuZero return at this budget)",
-        {"env": "gymnax:Breakout-MinAtar", "num_envs": 64, "rollout_length": 8, "total_steps": 1_000_000,
-         "updates_per_call": 64, "eval_every": 512, "eval_max_steps": 2_500},
-        {"search": "muzero", "num_simulations": 25, "learning_rate": 3e-4, "anneal_lr": False,
-         "max_grad_norm": 0.5, "gamma": 0.99, "unroll_steps": 5, "td_steps": 5, "support_size": 300,
-         "value_loss_weight": 0.25, "buffer_size": 10_240, "min_fill": 4_096, "batch_size": 128,
-         "replay_ratio": 1 / 64, "torso": "minatar_cnn", "latent_size": 128, "dynamics_sizes": (128,),
-         "prediction_sizes": (128,)},
+        _MUZERO_MINATAR_RUN,
+        {**_MUZERO_MINATAR_NET, "search": "muzero", "num_simulations": 25, "learning_rate": 3e-4, "support_size": 300,
+         "buffer_size": 10_240, "min_fill": 4_096, "batch_size": 128, "replay_ratio": 1 / 64},
         _MINATAR_ANCHORS,
     ),
     Preset(
