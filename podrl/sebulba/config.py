@@ -34,6 +34,8 @@ class SebulbaConfig(RunConfig):
     """Actor threads per actor device, each with its own envs, queue and PRNG key."""
     envs_per_thread: int = 8
     """Environments stepped together by one actor thread."""
+    env_groups: int = 1
+    """Env batches per actor thread that alternate (one steps while the other's inference runs); 1 keeps Anakin's exact per-step sampling."""
     rollout_length: int = 64
     """Steps per environment in one rollout (one rollout per thread per update)."""
     lag: str = "0"
@@ -50,7 +52,11 @@ class SebulbaConfig(RunConfig):
     """Log metrics every this many updates."""
 
     def __post_init__(self):
-        require_int(self, "threads_per_actor_device", "envs_per_thread", "rollout_length", "queue_size", "log_every")
+        require_int(self, "threads_per_actor_device", "envs_per_thread", "env_groups", "rollout_length", "queue_size",
+                    "log_every")
+        if self.envs_per_thread % self.env_groups:
+            raise ConfigError("env_groups", f"{self.envs_per_thread} envs of a thread cannot be split into "
+                                            f"{self.env_groups} equal groups (envs_per_thread must be a multiple)")
         require_number(self, "timeout_s", low=0.0, low_open=True)
         _check_indices("actor_devices", self.actor_devices, allow_empty=False)
         if self.learner_devices is not None:
@@ -69,6 +75,11 @@ class SebulbaConfig(RunConfig):
     @property
     def num_threads(self) -> int:
         return len(self.actor_devices) * self.threads_per_actor_device
+
+    @property
+    def envs_per_group(self) -> int:
+        """Envs of one env group (one `HostVectorEnv`)."""
+        return self.envs_per_thread // self.env_groups
 
     @property
     def steps_per_update(self) -> int:
