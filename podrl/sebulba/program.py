@@ -115,8 +115,9 @@ class SebulbaProgram:
                                  self.shardings, self.example)
             link = ActorLink(self.source, queue.Queue(maxsize=config.queue_size), self.stop, config.timeout_s)
             mine = slice(j * groups, (j + 1) * groups)
+            cpu = config.actor_cpus[j % len(config.actor_cpus)] if config.actor_cpus else None
             self.pool.threads.append(ActorThread(j, self.pool.envs[mine], self.firsts[mine], policy, link,
-                                                 base_key(self.keys.run, first_thread + j), range(start, limit)))
+                                                 base_key(self.keys.run, first_thread + j), range(start, limit), cpu))
         self.stats = WindowStats(self.pool.threads)
         self.source.publish(state.params, start)
         self.pool.start()

@@ -24,6 +24,7 @@ so their trajectories are a different (equally valid) sample.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -171,12 +172,13 @@ class ActorThread(threading.Thread):
         `HostVectorEnv`s of equal size) and their resets' timesteps.
       policy: how it acts. link: params in, rollouts out, the stop signal.
       base_key: its PRNG base key (`podrl.core.keys.base_key`). rollouts: the rollout indices it produces.
+      cpu: the CPU core the thread pins itself to (Linux `sched_setaffinity`), or None.
     """
 
     def __init__(self, index: int, envs: list[HostVectorEnv], firsts: list[TimeStep], policy: ActorPolicy,
-                 link: ActorLink, base_key: jax.Array, rollouts: range):
+                 link: ActorLink, base_key: jax.Array, rollouts: range, cpu: int | None = None):
         super().__init__(name=f"sebulba-actor-{index}", daemon=True)
-        self.index, self.policy, self.link = index, policy, link
+        self.index, self.policy, self.link, self.cpu = index, policy, link, cpu
         self.base_key, self.rollouts = base_key, rollouts
         self.out, self.stop = link.out, link.stop
         size = envs[0].num_envs
@@ -197,6 +199,8 @@ class ActorThread(threading.Thread):
 
     def run(self) -> None:
         try:
+            if self.cpu is not None:
+                os.sched_setaffinity(0, {self.cpu})  # pid 0: this thread only
             for i in self.rollouts:
                 self._enter("waiting for params")
                 start = time.perf_counter()

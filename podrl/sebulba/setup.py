@@ -33,7 +33,7 @@ from podrl.core.mesh import data_mesh
 from podrl.core.types import Agent, AgentConfig
 from podrl.envs.host import HostVectorEnv
 from podrl.envs.types import EnvSpec
-from podrl.sebulba.config import SebulbaConfig
+from podrl.sebulba.config import SebulbaConfig, check_actor_cpus
 
 EnvFactory = Callable[[int, int], HostVectorEnv]
 """`(thread_index, num_envs) -> HostVectorEnv`, replacing `config.env` (thread -1: the evaluation batch); called
@@ -58,6 +58,7 @@ def build(config: SebulbaConfig, agent_config: AgentConfig, env_factory: EnvFact
 
     local = jax.local_devices()
     learner_ids = config.check_layout(len(local), agent_config)
+    check_actor_cpus(config.actor_cpus)
     mesh = data_mesh(learner_devices(learner_ids))
     envs: list[HostVectorEnv] = []
     try:

@@ -7,11 +7,13 @@ agent whose action is a fixed function of the observation, so every trajectory c
 row by row: each env's steps in order, nothing dropped or repeated across rollouts, episode
 ends where the env put them, actions taken on the observation they were computed from (the env
 itself refuses any other), each group sampling with its own step keys. Then whole runs: the
-staleness protocol and the policy-lag fingerprint with two groups, determinism, failures.
+staleness protocol and the policy-lag fingerprint with two groups, determinism, failures; and
+the opt-in pinning of actor threads (`actor_cpus`) and env worker threads (`thread_affinity_offset`).
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -143,9 +145,9 @@ def counting_agent() -> Agent:
                  act_greedy=lambda p, s, o: (policy_action(o), s), update=lambda s, t, k: (s, {}))
 
 
-def run_actor(envs, rollouts: int, length: int, agent: Agent | None = None):
-    """Runs one ActorThread over `envs` (its groups) for `rollouts` rollouts with version-0 params; returns
-    `(rollouts, thread)` with every trajectory fetched to numpy."""
+def run_actor(envs, rollouts: int, length: int, agent: Agent | None = None, cpu: int | None = None):
+    """Runs one ActorThread over `envs` (its groups; pinned to core `cpu`) for `rollouts` rollouts with
+    version-0 params; returns `(rollouts, thread)` with every trajectory fetched to numpy."""
     devices = jax.devices("cpu")
     agent = agent or counting_agent()
     spec = EnvSpec(envs[0].observation_spec(), envs[0].action_spec())
@@ -159,7 +161,7 @@ def run_actor(envs, rollouts: int, length: int, agent: Agent | None = None):
     source = ParamsSource([devices[0]], None, stop, timeout=20.0)
     source.publish(params, 0)
     link = ActorLink(source, queue.Queue(maxsize=rollouts), stop, 20.0)
-    thread = ActorThread(0, envs, firsts, policy, link, jax.random.key(7), range(rollouts))
+    thread = ActorThread(0, envs, firsts, policy, link, jax.random.key(7), range(rollouts), cpu)
     thread.start()
     try:
         got = [stop.get(link.out, 30.0, f"rollout {i}") for i in range(rollouts)]
@@ -347,3 +349,53 @@ def test_env_groups_must_split_the_thread_batch():
         SebulbaConfig(envs_per_thread=6, env_groups=4)
     with pytest.raises(ConfigError, match="env_groups"):
         SebulbaConfig(env_groups=0)
+
+
+class AffinityEnv(CountingEnv):
+    """A CountingEnv that records the CPU cores of the thread that steps it."""
+
+    def step(self, actions):
+        self.cores = os.sched_getaffinity(0)
+        return super().step(actions)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU pinning is Linux-only")
+def test_an_actor_thread_pins_itself_to_its_core(cpu_devices):
+    core = max(os.sched_getaffinity(0))
+    env = AffinityEnv(0, 4)
+    run_actor([env], rollouts=1, length=2, cpu=core)
+    assert env.cores == {core}
+    if len(os.sched_getaffinity(0)) > 1:
+        assert os.sched_getaffinity(0) != {core}  # only the actor thread was pinned
+
+
+def test_actor_cpus_must_be_cores_of_this_process():
+    from podrl.core.errors import ConfigError
+    from podrl.sebulba.config import check_actor_cpus
+
+    with pytest.raises(ConfigError, match="actor_cpus"):
+        SebulbaConfig(actor_cpus=(0, 0))
+    with pytest.raises(ConfigError, match=r"actor_cpus: core\(s\) \[4096\] are not among this process's cores"):
+        check_actor_cpus((4096,))
+    check_actor_cpus(tuple(sorted(os.sched_getaffinity(0)))[:1])
+
+
+def test_env_thread_pinning_reaches_the_backends(monkeypatch):
+    """thread_affinity_offset (opt-in) reaches ale-py's AtariVectorEnv and envpool; by default neither gets it."""
+    import ale_py
+
+    from podrl.envs.adapters.atari import atari_protocol, envpool_kwargs
+
+    seen = []
+    original = ale_py.AtariVectorEnv.__init__
+
+    def recording(self, game, num_envs, **kwargs):
+        seen.append(kwargs)
+        original(self, game, num_envs, **kwargs)
+
+    monkeypatch.setattr(ale_py.AtariVectorEnv, "__init__", recording)
+    make_host_env("ale:Pong", 1).close()
+    make_host_env("ale:Pong", 1, thread_affinity_offset=1).close()
+    assert "thread_affinity_offset" not in seen[0] and seen[1]["thread_affinity_offset"] == 1
+    assert envpool_kwargs(atari_protocol(thread_affinity_offset=0))["thread_affinity_offset"] == 0
+    assert "thread_affinity_offset" not in envpool_kwargs(atari_protocol())
