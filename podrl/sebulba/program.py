@@ -145,7 +145,8 @@ class SebulbaProgram:
                                                    *(r.trajectory for r in rollouts))
         metrics, inputs = jax.device_get((metrics, inputs))
         check_training({f"train/{k}": v for k, v in metrics.items()}, inputs, i, i + 1, _threads(inputs))
-        self.source.publish(state.params, i + 1)
+        self.source.publish(state.params, i + 1)  # blocks until the update has finished on every learner device
+        self.pool.recycle(rollouts)  # ... so their buffers may be written again
         t2 = time.perf_counter()
         self.lags[i] = [i - r.version for r in rollouts]
         self.env_steps += len(rollouts) * config.rollout_length * config.envs_per_thread  # this host's

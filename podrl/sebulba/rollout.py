@@ -24,6 +24,7 @@ so their trajectories are a different (equally valid) sample.
 
 from __future__ import annotations
 
+import collections
 import os
 import queue
 import threading
@@ -54,6 +55,7 @@ class Rollout(NamedTuple):
     env_seconds: float  # blocked in env calls (step, or step_async + step_wait)
     inference_seconds: float  # dispatching inference and waiting for its actions
     transfer_seconds: float = 0.0  # placing the finished rollout on the learner devices
+    buffer: Any = None  # the RolloutBuffer it was written in, until the learner hands it back (ActorPool.recycle)
 
 
 def make_act_step(agent: Agent) -> Callable:
@@ -185,6 +187,10 @@ class ActorThread(threading.Thread):
         self.groups = [EnvGroup(env, first, slice(g * size, (g + 1) * size),
                                 jax.device_put(policy.agent.init_actor_state(size), policy.device))
                        for g, (env, first) in enumerate(zip(envs, firsts, strict=True))]
+        # rollout i's step keys, one list per group, in one dispatch (the same bits as the eager ops)
+        self._step_keys = jax.jit(lambda key, i: group_step_keys(update_keys(key, i)[0], policy.rollout_length,
+                                                                 len(envs)))
+        self.free_buffers: collections.deque[RolloutBuffer] = collections.deque()  # handed back by the learner
         self.stage, self.stage_since = "starting", time.monotonic()
         self.put_wait_seconds = 0.0  # total time blocked on a full queue
         self.params_wait_seconds = 0.0  # total time waiting for the params version the protocol asks for
@@ -223,12 +229,12 @@ class ActorThread(threading.Thread):
 
     def _rollout(self, params: Any, version: int, index: int) -> Rollout:
         policy, groups = self.policy, self.groups
-        rollout_key, _ = update_keys(self.base_key, index)
-        keys = group_step_keys(rollout_key, policy.rollout_length, len(groups))
+        keys = self._step_keys(self.base_key, index)
         for group, group_keys in zip(groups, keys):
             group.keys = jax.device_put(group_keys, policy.device)
         start_states = jax.device_get([group.actor_state for group in groups])
-        buffer, tally = RolloutBuffer(policy.example), _Tally()
+        buffer = self.free_buffers.popleft() if self.free_buffers else RolloutBuffer(policy.example)
+        tally = _Tally()
         self._collect(params, buffer, tally)
         self._enter("shipping trajectory")
         start = time.perf_counter()
@@ -236,7 +242,7 @@ class ActorThread(threading.Thread):
             lambda *xs: np.concatenate(xs), *start_states)
         trajectory = place_on_learners(buffer.trajectory(actor_state), policy.shardings)
         return Rollout(trajectory, version, index, tally.returns, tally.lengths, tally.episodes, tally.env_s,
-                       tally.infer_s, time.perf_counter() - start)
+                       tally.infer_s, time.perf_counter() - start, buffer)
 
     def _collect(self, params: Any, buffer: RolloutBuffer, tally: _Tally) -> None:
         """Every group's `rollout_length` steps into `buffer`, pipelined over the groups (module docstring)."""
@@ -322,6 +328,14 @@ class ActorPool:
                                 on_timeout=thread.describe)
         assert rollout.index == update, f"actor thread {thread.index} sent rollout {rollout.index}, expected {update}"
         return rollout
+
+    def recycle(self, rollouts: list[Rollout]) -> None:
+        """Hands each rollout's buffer back to its thread, to be written again: call once the update that
+        consumed them has finished on every learner device (its new params are ready). On CPU the learner's
+        trajectory arrays alias the buffer (zero-copy), so nothing may keep a consumed rollout's arrays."""
+        for thread, rollout in zip(self.threads, rollouts, strict=True):
+            if rollout.buffer is not None:
+                thread.free_buffers.append(rollout.buffer)
 
     def close(self) -> None:
         """Stops and joins every thread, closes every env.
