@@ -36,7 +36,7 @@ class SebulbaConfig(RunConfig):
     """Environments stepped together by one actor thread."""
     env_groups: int = 1
     """Env batches per actor thread that alternate (one steps while the other's inference runs); 1 keeps Anakin's exact per-step sampling."""
-    actor_cpus: tuple[int, ...] = ()
+    actor_cpus: tuple[int, ...] = option((), on_resume=MAY_CHANGE)
     """Opt-in pinning (Linux): actor thread j runs on CPU core actor_cpus[j % len]; () pins nothing (env worker threads: env_kwargs thread_affinity_offset)."""
     rollout_length: int = 64
     """Steps per environment in one rollout (one rollout per thread per update)."""
