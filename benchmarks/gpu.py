@@ -13,14 +13,27 @@ budget; the budgets sum to <= 480 s, and a step past its budget is stopped and r
                    CNN (actor and learner on the one GPU), 16 envs per thread, vs the env-only
                    ceiling of the same threads and envs
 
+Those three are the default plan. One more step makes a plan of its own (issue 39: the Sebulba
+actor loop at its env ceiling), run with `--steps sebulba_actors`:
+
+  sebulba_actors   benchmarks.sebulba --envs ale:Pong --threads 1 2 4 8 --env-groups 1 2: the same
+                   Sebulba PPO at 1, 2, 4 and 8 actor threads of 16 envs, each with one env group
+                   (the classic loop: act, then step) and with two groups that alternate (one
+                   group's envs step while the other's inference runs), vs the env-only ceiling,
+                   with the CPU cores each run kept busy
+
 It prints one markdown table (and `--out` writes it as JSON with every step's document):
-step, config, podrl steps/s, the reference (peer or ceiling), its steps/s, and the ratio.
+step, config, podrl steps/s, the reference (peer or ceiling), its steps/s, the ratio, and the
+host cores podrl's run and the reference kept busy (Sebulba steps; CPU seconds per second).
 
     python -m benchmarks.gpu --out gpu.json          # on the GPU machine
     python -m benchmarks.gpu --dry-run               # anywhere: the plan, each step's flags checked
                                                      # by that benchmark's own parser; nothing runs
     python -m benchmarks.gpu --steps anakin_minatar sebulba_pong   # some steps only
+    python -m benchmarks.gpu --steps sebulba_actors --out actors.json   # the actor-loop plan
     python -m benchmarks.gpu --quick                 # every step with --quick (smoke test)
+
+Any selection of steps must fit the 480 s budget.
 """
 
 from __future__ import annotations
@@ -61,6 +74,14 @@ STEPS = (
     Step("sebulba_pong", "sebulba", ("--envs", "ale:Pong", "--threads", "1", "2", "4", "--num-envs", "16",
                                      "--updates", "12", "--ceiling-seconds", "3", "--timeout", "55"), 180),
 )
+"""The default plan."""
+
+ACTOR_STEPS = (
+    Step("sebulba_actors", "sebulba", ("--envs", "ale:Pong", "--threads", "1", "2", "4", "8", "--num-envs", "16",
+                                       "--env-groups", "1", "2", "--updates", "8", "--ceiling-seconds", "3",
+                                       "--timeout", "60"), 420),
+)
+"""The actor-loop plan (`--steps sebulba_actors`): it and the default plan do not fit one budget together."""
 
 
 def parser_of(module: str) -> Callable[[list[str]], Any]:
@@ -108,8 +129,15 @@ def table_rows(name: str, doc: dict[str, Any]) -> list[tuple[str, str, float | N
     if name == "anakin_minatar":
         return [(name, f"{r['num_envs']} x {r['rollout_length']}", r["ppo_steps_per_second"], "env-only",
                  r["env_only_steps_per_second"]) for r in doc["table"]]
-    return [(name, f"{r['threads']} thread(s) x {r['envs_per_thread']}", r["steps_per_second"], "env-only",
-             r["ceiling_steps_per_second"]) for r in doc["rows"]]
+    return [(name, f"{r['threads']} thread(s) x {r['envs_per_thread']}, {r.get('env_groups', 1)} group(s)",
+             r["steps_per_second"], "env-only", r["ceiling_steps_per_second"]) for r in doc["rows"]]
+
+
+def cores_of(name: str, doc: dict[str, Any]) -> list[tuple[float | None, float | None]]:
+    """(podrl's, the reference's) host cores kept busy, per row of a Sebulba step's document; Nones elsewhere."""
+    if name.startswith("sebulba"):
+        return [(r.get("cpu_cores_used"), r.get("ceiling_cpu_cores_used")) for r in doc["rows"]]
+    return [(None, None)] * len(table_rows(name, doc))
 
 
 def summary_rows(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -120,21 +148,24 @@ def summary_rows(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         if "error" in result:
             rows.append({"step": name, "error": result["error"]})
             continue
-        for step, config, ours, ref_name, ref in table_rows(name, result["document"]):
+        cores = cores_of(name, result["document"])
+        for (step, config, ours, ref_name, ref), (own, ref_cores) in zip(table_rows(name, result["document"]), cores):
             rows.append({"step": step, "config": config, "podrl_steps_per_second": ours, "reference": ref_name,
-                         "reference_steps_per_second": ref, "ratio": ours / ref if ours and ref else None})
+                         "reference_steps_per_second": ref, "ratio": ours / ref if ours and ref else None,
+                         "podrl_cores": own, "reference_cores": ref_cores})
     return rows
 
 
 def markdown(rows: list[dict[str, Any]], results: dict[str, dict[str, Any]]) -> str:
     def cells(r: dict[str, Any]) -> list[str]:
         if "error" in r:
-            return [r["step"], f"FAILED: {r['error'].splitlines()[0]}", "", "", "", ""]
+            return [r["step"], f"FAILED: {r['error'].splitlines()[0]}", "", "", "", "", ""]
         return [r["step"], r["config"], fmt(r["podrl_steps_per_second"], ",.0f"), r["reference"],
-                fmt(r["reference_steps_per_second"], ",.0f"), fmt(r["ratio"], ".2f")]
+                fmt(r["reference_steps_per_second"], ",.0f"), fmt(r["ratio"], ".2f"),
+                f"{fmt(r['podrl_cores'], '.1f')} / {fmt(r['reference_cores'], '.1f')}"]
 
-    text = table(["step", "config", ">podrl steps/s", "reference", ">reference steps/s", ">podrl / reference"],
-                 map(cells, rows))
+    text = table(["step", "config", ">podrl steps/s", "reference", ">reference steps/s", ">podrl / reference",
+                  ">cores podrl / ref"], map(cells, rows))
     seconds = sum(r["seconds"] for r in results.values())
     return text + f"\n\nSteps run: {seconds:.0f} s of wall time (budget {TOTAL_BUDGET_S} s)."
 
@@ -143,10 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = new_parser(__doc__, quick="every step with --quick (smoke test, numbers meaningless)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the plan and check each step's flags; run nothing")
-    parser.add_argument("--steps", nargs="+", choices=[s.name for s in STEPS], default=[s.name for s in STEPS],
-                        help="run only these steps (a lease too short for all of them)")
+    parser.add_argument("--steps", nargs="+", choices=[s.name for s in STEPS + ACTOR_STEPS],
+                        default=[s.name for s in STEPS], help="run only these steps (default: the default plan)")
     args = parser.parse_args(argv)
-    steps = tuple(s for s in STEPS if s.name in args.steps)
+    steps = tuple(s for s in STEPS + ACTOR_STEPS if s.name in args.steps)
     problems = check_plan(steps)
     for step in steps:
         print(f"{step.name:16s} budget {step.budget_s:3d} s: {step.command}")

@@ -96,13 +96,15 @@ def configure_cpu_devices(devices: int) -> None:
         raise RuntimeError(f"asked for {devices} devices, JAX has {jax.device_count()}")
 
 
-def run_process(command: list[str], timeout: float, *, load_on_timeout: bool = True) -> dict[str, Any]:
-    """Runs `command` from the repository root (env: `child_env()`); returns its RESULT_PREFIX result,
-    or an `error` (a timeout, or the exit code and the tail of its output), with `wall_seconds` and
+def run_process(command: list[str], timeout: float, *, load_on_timeout: bool = True,
+                cwd: Path | None = None) -> dict[str, Any]:
+    """Runs `command` from the repository root, or `cwd` (env: `child_env()`); returns its RESULT_PREFIX
+    result, or an `error` (a timeout, or the exit code and the tail of its output), with `wall_seconds` and
     `load_1m` (the 1-min load average after the run; after a timeout only when `load_on_timeout`)."""
     start = time.perf_counter()
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=child_env(), cwd=ROOT)
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=child_env(),
+                              cwd=cwd or ROOT)
     except subprocess.TimeoutExpired:
         proc = None
     info: dict[str, Any] = {"wall_seconds": time.perf_counter() - start}
@@ -117,10 +119,25 @@ def run_process(command: list[str], timeout: float, *, load_on_timeout: bool = T
     return {"error": f"exit code {proc.returncode}: " + "\n".join(tail), **info}
 
 
-def run_child(module: str, spec: dict[str, Any], timeout: float, *, load_on_timeout: bool = True) -> dict[str, Any]:
-    """`python -m <module> --child <spec JSON>` in a fresh process: `run_process`'s result."""
+def run_child(module: str, spec: dict[str, Any], timeout: float, *, load_on_timeout: bool = True,
+              cwd: Path | None = None) -> dict[str, Any]:
+    """`python -m <module> --child <spec JSON>` in a fresh process (from `cwd`, default the repository
+    root: `baseline_tree` makes a tree that runs the same benchmarks on older code): `run_process`'s result."""
     return run_process([sys.executable, "-m", module, "--child", json.dumps(spec)], timeout,
-                       load_on_timeout=load_on_timeout)
+                       load_on_timeout=load_on_timeout, cwd=cwd)
+
+
+def baseline_tree(rev: str, into: Path) -> Path:
+    """A folder from which children run this checkout's benchmarks on the `podrl/` package of git
+    revision `rev` (`git archive`; `agents/` and `envs/` stay this checkout's, through the editable
+    install): `into/podrl` is `rev`'s, `into/benchmarks` a copy of this one. Returns `into`."""
+    import shutil
+
+    archive = subprocess.run(["git", "archive", rev, "podrl"], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    shutil.copytree(ROOT / "benchmarks", into / "benchmarks", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return into
 
 
 # ---------------------------------------------------------------- repeats

@@ -61,7 +61,7 @@ def measure_sebulba(spec: dict[str, Any]) -> dict[str, Any]:
     sps, updates = after_first_update(result.history)
     stages = {k: sum(r.get(k, 0.0) for r in result.history[1:]) / max(1, len(result.history) - 1)
               for k in ("time/env_step_s", "time/inference_s", "time/learner_step_s", "time/learner_queue_wait_s",
-                        "time/actor_queue_put_wait_s", "time/actor_params_wait_s")}
+                        "time/actor_queue_put_wait_s", "time/actor_params_wait_s", "time/actor_transfer_s")}
     return {"steps_per_second": sps, "updates": updates, "compile_seconds": float(result.compile_seconds),
             "final_return": result.final_eval_return, "stage_seconds_per_update": stages}
 

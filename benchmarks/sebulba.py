@@ -45,6 +45,16 @@ Usage:
   python -m benchmarks.sebulba --envs envpool:CartPole-v1 --threads 1 --num-envs 256 --hidden-sizes 8
                                                                 # inference nearly free: pipeline vs ceiling
   python -m benchmarks.sebulba --quick --envs CartPole-v1 --out /tmp/smoke.json   # smoke test
+  python -m benchmarks.sebulba --envs ale:Pong --threads 1 --num-envs 16 32 --pool 6 --pipeline actor full \
+      --env-groups 1 2 --baseline restructure --repeats 2      # the actor loop, before (REV) and after,
+                                                                # cheap inference, alone and with PPO learning
+
+Variants of a point: `--env-groups` (SebulbaConfig.env_groups: env batches per thread that
+alternate), `--pipeline actor` (the learner consumes rollouts without updating:
+`benchmarks.probe_agent`, what the actor loop alone delivers), `--pool N` (a network whose
+inference is cheap: PPO's mlp on frames average-pooled by N, trajectories still full frames) and
+`--baseline REV` (the same point on git revision REV's `podrl/` package, this checkout's
+benchmarks, agents and envs: `benchmarks.harness.baseline_tree`), all interleaved.
 """
 
 from __future__ import annotations
@@ -53,9 +63,11 @@ import argparse
 import dataclasses
 import math
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import dispatch, finish, interleave, log_run, new_parser, run_child
+from benchmarks.harness import baseline_tree, dispatch, finish, interleave, log_run, new_parser, run_child
 from benchmarks.sebulba_measure import Measurement, child_main
 from benchmarks.sebulba_report import TARGETS, make_row, markdown_table
 
@@ -82,22 +94,33 @@ class Point:
     envs_per_thread: int
     lag: str
     rollout_length: int
+    env_groups: int = 1
+    learn: bool = True  # False: the actor pipeline alone (the learner consumes rollouts without updating)
+    code: str = "current"  # "current", or "baseline": the --baseline revision's podrl
 
     @property
     def ceiling_key(self) -> tuple[str, int, int]:
         return (self.env, self.threads, self.envs_per_thread)
 
+    @property
+    def pipeline(self) -> str:
+        return "full" if self.learn else "actor"
+
 
 def plan(args: argparse.Namespace) -> list[Point]:
-    """Every grid point, in the order it runs."""
+    """Every grid point, in the order it runs: per env, lag, pipeline, threads and envs, the --baseline
+    revision's loop (one group) first, then every --env-groups setting of this checkout's."""
     points = []
+    variants = ([("baseline", 1)] if args.baseline else []) + [("current", g) for g in args.env_groups]
     for env in args.envs:
         threads, num_envs = GRID.get(env, GRID["CartPole-v1"])
         threads = args.threads or threads
         num_envs = args.num_envs or num_envs
         length = args.rollout_length or ROLLOUT_LENGTH.get(env, 32)
         for lag in args.lag:
-            points += [Point(env, t, n, lag, length) for t in threads for n in num_envs]
+            for pipeline in args.pipeline:
+                points += [Point(env, t, n, lag, length, groups, pipeline == "full", code)
+                           for t in threads for n in num_envs for code, groups in variants if n % groups == 0]
     return points
 
 
@@ -113,7 +136,8 @@ def sebulba_measurement(p: Point, args: argparse.Namespace, ceiling_sps: float |
         wanted = (ceiling_sps or 0.0) * SIZING_RATIO * args.seconds
         updates = max(MIN_UPDATES, math.ceil(wanted / spu))
     return Measurement("sebulba", p.env, p.threads, p.envs_per_thread, length, p.lag, updates * spu,
-                       args.num_minibatches, args.num_epochs, hidden_sizes=tuple(args.hidden_sizes))
+                       args.num_minibatches, args.num_epochs, hidden_sizes=tuple(args.hidden_sizes),
+                       env_groups=p.env_groups, pool=args.pool, learn=p.learn)
 
 
 def ceiling_measurement(p: Point, args: argparse.Namespace) -> Measurement:
@@ -121,9 +145,10 @@ def ceiling_measurement(p: Point, args: argparse.Namespace) -> Measurement:
     return Measurement("ceiling", p.env, p.threads, p.envs_per_thread, min_seconds=seconds)
 
 
-def run_once(m: Measurement, timeout: float) -> dict[str, Any]:
-    """Runs `m` in a fresh Python process; returns its result (or an `error`, no load after a timeout)."""
-    return run_child(MODULE, dataclasses.asdict(m), timeout, load_on_timeout=False)
+def run_once(m: Measurement, timeout: float, cwd=None) -> dict[str, Any]:
+    """Runs `m` in a fresh Python process (from `cwd`: a `baseline_tree`); returns its result (or an
+    `error`, no load after a timeout)."""
+    return run_child(MODULE, dataclasses.asdict(m), timeout, load_on_timeout=False, cwd=cwd)
 
 
 def measure_all(points: list[Point], args: argparse.Namespace) -> tuple[dict, list[list[dict[str, Any]]]]:
@@ -141,10 +166,12 @@ def measure_all(points: list[Point], args: argparse.Namespace) -> tuple[dict, li
             runs.append(run_once(ceiling_measurement(p, args), args.timeout))
             log_run(f"[{repeat + 1}/{args.repeats}] ceiling {p.env:12s} {p.threads} x {p.envs_per_thread:4d}", runs[-1])
         m = sebulba_measurement(p, args, runs[-1].get("steps_per_second"))
-        return {**run_once(m, args.timeout), "total_steps": m.total_steps}
+        cwd = args.baseline_dir if p.code == "baseline" else None
+        return {**run_once(m, args.timeout, cwd), "total_steps": m.total_steps}
 
     def label(p: Point) -> str:
-        return f"sebulba {p.env:12s} {p.threads} x {p.envs_per_thread:4d} lag={p.lag}"
+        return (f"sebulba {p.env:12s} {p.threads} x {p.envs_per_thread:4d} lag={p.lag} {p.pipeline} "
+                f"{p.code} groups={p.env_groups}")
 
     return ceilings, interleave(points, args.repeats, run, label)
 
@@ -166,11 +193,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ceiling-seconds", type=float, default=5.0, help="env-only runs step this long")
     parser.add_argument("--updates", type=int,
                         help="Sebulba runs exactly this many updates (default: sized by --seconds)")
+    parser.add_argument("--env-groups", type=int, nargs="+", default=[1],
+                        help="SebulbaConfig.env_groups settings to measure (each point that splits evenly)")
+    parser.add_argument("--pipeline", nargs="+", choices=["full", "actor"], default=["full"],
+                        help="full: PPO learns; actor: the learner consumes rollouts without updating")
+    parser.add_argument("--pool", type=int, default=0,
+                        help="> 0: the cheap network, an mlp on frames average-pooled by this (Atari: 6 -> 4x14x14)")
+    parser.add_argument("--baseline", metavar="REV",
+                        help="also measure every point with git revision REV's podrl/ (before/after, interleaved)")
     args = parser.parse_args(argv)
     if args.child:
         return args
-    positive = [args.repeats, args.num_epochs, args.num_minibatches, *args.hidden_sizes, *(args.threads or []), *(args.num_envs or []),
-                *([args.updates] if args.updates is not None else [])]
+    positive = [args.repeats, args.num_epochs, args.num_minibatches, *args.hidden_sizes, *(args.threads or []),
+                *(args.num_envs or []), *args.env_groups, *([args.updates] if args.updates is not None else [])]
     if any(v < 1 for v in positive) or args.seconds <= 0 or args.ceiling_seconds <= 0:
         parser.error("--repeats, --threads, --num-envs, --num-epochs, --num-minibatches, --updates and the seconds "
                      "must be positive")
@@ -183,7 +218,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def run(args: argparse.Namespace, start: float) -> int:
     """The parent: every point measured, the table printed, the document written."""
     points = plan(args)
-    ceilings, sebulba = measure_all(points, args)
+    with tempfile.TemporaryDirectory(prefix="podrl-baseline-") as tmp:
+        args.baseline_dir = baseline_tree(args.baseline, Path(tmp)) if args.baseline else None
+        ceilings, sebulba = measure_all(points, args)
     rows = [make_row(p, args, ceilings[p.ceiling_key], runs) for p, runs in zip(points, sebulba)]
     return finish("sebulba", args, rows, markdown_table(rows, args), start, seconds=args.seconds, targets=TARGETS)
 

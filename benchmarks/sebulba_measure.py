@@ -19,10 +19,10 @@ from benchmarks.harness import CpuSampler, configure_cpu_devices, emit_result
 
 DEVICES = 2  # on CPU: actor device 0, learner device 1 (on one accelerator both are device 0)
 
-STAGES = ("time/env_step_s", "time/inference_s", "time/actor_queue_put_wait_s",
-          "time/learner_step_s", "time/learner_queue_wait_s")
-ACTOR_STAGES = ("time/env_step_s", "time/inference_s", "time/actor_queue_put_wait_s")
-"""Stages the history sums over actor threads (divided by the thread count for per-thread figures)."""
+STAGES = ("time/env_step_s", "time/inference_s", "time/actor_queue_put_wait_s", "time/actor_params_wait_s",
+          "time/actor_transfer_s", "time/learner_step_s", "time/learner_queue_wait_s")
+"""Stages a run's history records (actor stages summed over threads); code from before the transfer stage was
+timed (a `--baseline` revision) has no 'time/actor_transfer_s' (None in the summary)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +43,9 @@ class Measurement:
     hidden_sizes: tuple[int, ...] = (64, 64)  # sebulba: the MLP torso's hidden layers (CNN torsos ignore it)
     agent: str = "ppo"  # sebulba: a key of agents.AGENTS
     agent_fields: dict = dataclasses.field(default_factory=dict)  # sebulba, agents other than ppo: config fields
+    env_groups: int = 1  # sebulba: SebulbaConfig.env_groups
+    pool: int = 0  # sebulba PPO: > 0 = the cheap network, an mlp on frames average-pooled by this (probe_agent)
+    learn: bool = True  # sebulba: False = the learner consumes rollouts without updating (the actor pipeline alone)
 
     @property
     def steps_per_update(self) -> int:
@@ -63,7 +66,8 @@ def summarize_history(history: list[dict[str, Any]]) -> dict[str, Any]:
     windows = _window_weights(history)
     updates = sum(u for _, u, _ in windows)
     seconds = sum(s / r["sps"] for r, _, s in windows if r["sps"] > 0)
-    stages = {k: sum(r[k] * u for r, u, _ in windows if k in r) / updates for k in STAGES}
+    stages = {k: sum(r[k] * u for r, u, _ in windows) / updates if all(k in r for r, _, _ in windows) else None
+              for k in STAGES}
     lag = sum(r["policy_lag_mean"] * u for r, u, _ in windows) / updates
     return {
         "steady_steps_per_second": sum(s for _, _, s in windows) / seconds if seconds else None,
@@ -75,8 +79,20 @@ def summarize_history(history: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def agent_config_for(m: Measurement):
-    """The config a Sebulba measurement trains: PPO (Atari frames get the Nature CNN torso), or
-    `m.agent` at its defaults but for `m.agent_fields`."""
+    """The config a Sebulba measurement trains: PPO (Atari frames get the Nature CNN torso; with `m.pool`
+    an mlp on pooled frames instead), or `m.agent` at its defaults but for `m.agent_fields`; wrapped
+    in `benchmarks.probe_agent.PooledConfig` when it pools or does not learn."""
+    config = _plain_agent_config(m)
+    if not (m.pool or not m.learn):
+        return config
+    from benchmarks.probe_agent import PooledConfig
+
+    if m.pool:
+        config = dataclasses.replace(config, torso="mlp")
+    return PooledConfig(config, pool=max(1, m.pool), learn=m.learn)
+
+
+def _plain_agent_config(m: Measurement):
     if m.agent != "ppo":
         from podrl.agents import AGENTS
 
@@ -140,6 +156,7 @@ def measure_sebulba(m: Measurement) -> dict[str, Any]:
         rollout_length=m.rollout_length, lag=m.lag, eval_episodes=0, log_every=max(1, num_updates // 10),
         timeout_s=600.0,  # a Nature CNN update on a loaded 2-core CPU can take over a minute
         logging=LoggingConfig(run_dir=None, console=False),
+        **({"env_groups": m.env_groups} if m.env_groups != 1 else {}),  # a --baseline revision may not know it
     )
     agent_config = agent_config_for(m)
     start = time.perf_counter()
@@ -156,6 +173,7 @@ def measure_sebulba(m: Measurement) -> dict[str, Any]:
         "child_wall_seconds": wall,
         "cpu_cores_used": cpu.cores_used(train_seconds),  # the training part (closing envs included)
         "trajectory_bytes_per_step": trajectory_bytes(m.env, agent_config, m.rollout_length),
+        "podrl_source": os.path.dirname(os.path.dirname(os.path.abspath(train_sebulba.__code__.co_filename))),
         **summarize_history(result.history),
     }
 
@@ -217,6 +235,7 @@ def child_main(spec_json: str) -> int:
     """Child entry point: one measurement, printed as one RESULT_PREFIX line."""
     spec = json.loads(spec_json)
     m = Measurement(**{**spec, "hidden_sizes": tuple(spec.get("hidden_sizes", (64, 64)))})
+
     if m.kind == "sebulba":
         if os.environ.get("JAX_PLATFORMS", "cpu") == "cpu":
             configure_cpu_devices(DEVICES)

@@ -8,15 +8,18 @@ import statistics
 from typing import Any
 
 from benchmarks.harness import fmt, load_note, loads_of, median_of, ok_runs, spread_of, table
-from benchmarks.sebulba_measure import ACTOR_STAGES, DEVICES, STAGES
+from benchmarks.sebulba_measure import DEVICES, STAGES
 
 TARGETS = {"CartPole-v1": 0.50, "ale:Pong": 0.85}
 """Sebulba steps/s as a fraction of the env-only ceiling that the layout should reach."""
 
 
-def _median_stages(runs: list[dict[str, Any]]) -> dict[str, float] | None:
+def _median_stages(runs: list[dict[str, Any]]) -> dict[str, float | None] | None:
     stages = [r["stage_seconds_per_update"] for r in runs]
-    return {k: statistics.median(s[k] for s in stages) for k in STAGES} if stages else None
+    if not stages:
+        return None
+    return {k: statistics.median(s[k] for s in stages) if all(s.get(k) is not None for s in stages) else None
+            for k in STAGES}
 
 
 def make_row(p, args: argparse.Namespace, ceiling_runs: list, sebulba_runs: list) -> dict[str, Any]:
@@ -27,9 +30,12 @@ def make_row(p, args: argparse.Namespace, ceiling_runs: list, sebulba_runs: list
     row: dict[str, Any] = {
         "env": p.env, "threads": p.threads, "envs_per_thread": p.envs_per_thread, "rollout_length": length,
         "lag": p.lag, "steps_per_update": p.threads * p.envs_per_thread * length,
+        "env_groups": p.env_groups, "pipeline": p.pipeline,
+        "code": p.code if p.code == "current" else f"baseline {args.baseline}",
         "config": {"agent": "PPO", "num_epochs": args.num_epochs, "num_minibatches": args.num_minibatches,
                    "actor_devices": [0], "learner_devices": [1], "cpu_devices": DEVICES,
                    "hidden_sizes": list(getattr(args, "hidden_sizes", [64, 64])),
+                   "pool": getattr(args, "pool", 0), "learn": p.learn,
                    "vectorization": "sync", "eval_episodes": 0, "logging": None},
         "steps_per_second": sps,
         "steps_per_second_spread": spread_of(ok, "steps_per_second"),
@@ -56,19 +62,24 @@ def make_row(p, args: argparse.Namespace, ceiling_runs: list, sebulba_runs: list
     return row
 
 
-def per_thread_breakdown(row: dict[str, Any]) -> dict[str, float]:
-    """One update in ms: wall time, each actor thread's stages (history sums / threads) and
-    'actor_other' = wall - env - inference - put wait (params wait, numpy stacking,
-    device_put to the learner, Python overhead), and the learner's stages."""
+BREAKDOWN = {"env_step": "time/env_step_s", "inference": "time/inference_s",
+             "actor_params_wait": "time/actor_params_wait_s", "actor_put_wait": "time/actor_queue_put_wait_s",
+             "actor_transfer": "time/actor_transfer_s"}
+"""The actor stages of the breakdown (per thread), by name."""
+
+
+def per_thread_breakdown(row: dict[str, Any]) -> dict[str, float | None]:
+    """One update in ms: wall time, each actor thread's stages (history sums / threads: env = blocked in env
+    calls, inference = dispatching and waiting for actions, params wait, put wait, transfer = placing the
+    rollout on the learner) and 'actor_other' = wall - those (recording steps, Python; with env groups
+    also the time the envs and inference overlap nothing), and the learner's stages. A stage the code did
+    not time (a --baseline revision: transfer) is None and stays inside actor_other."""
     stages, threads = row["stage_seconds_per_update"], row["threads"]
     wall = row["steps_per_update"] / row["steady_steps_per_second"]
-    actor = {k: stages[k] / threads for k in ACTOR_STAGES}
+    actor = {name: None if stages.get(k) is None else 1e3 * stages[k] / threads for name, k in BREAKDOWN.items()}
     return {
-        "update_wall": 1e3 * wall,
-        "env_step": 1e3 * actor["time/env_step_s"],
-        "inference": 1e3 * actor["time/inference_s"],
-        "actor_put_wait": 1e3 * actor["time/actor_queue_put_wait_s"],
-        "actor_other": 1e3 * (wall - sum(actor.values())),
+        "update_wall": 1e3 * wall, **actor,
+        "actor_other": 1e3 * wall - sum(v for v in actor.values() if v is not None),
         "learner_step": 1e3 * stages["time/learner_step_s"],
         "learner_queue_wait": 1e3 * stages["time/learner_queue_wait_s"],
     }
@@ -85,16 +96,20 @@ def caption(args: argparse.Namespace) -> str:
         "learner 1). cores S/ceil = CPU seconds per second the Sebulba child (training part) / the "
         "ceiling child used: below 2 means the run did not get both cores (idle waits or other tenants). "
         "Timings are ms per update (one rollout from every thread), steady-state windows: "
-        "wall = steps per update / steady steps/s; env, infer (act call + device_get), put wait and "
-        "actor other (wall - env - infer - put wait: params wait, numpy stacking, device_put to the "
-        "learner, Python; slightly negative in short runs, where a window consumes rollouts collected in the one before) are per actor thread; learn = learner step incl. publishing params, "
-        "l.wait = learner waiting for rollouts."
+        "wall = steps per update / steady steps/s; env (blocked in env calls), infer (dispatching act and "
+        "waiting for its actions), params wait, put wait, transfer (placing the rollout on the learner) and "
+        "actor other (wall - those: recording steps, Python; a baseline revision's transfer is in it; slightly "
+        "negative in short runs, where a window consumes rollouts collected in the one before) are per actor "
+        "thread; learn = learner step incl. publishing params, l.wait = learner waiting for rollouts. "
+        "pipeline actor = the learner consumes rollouts without updating (the actor loop alone); code = this "
+        "checkout, or the --baseline revision's podrl/; groups = SebulbaConfig.env_groups."
     )
 
 
-COLUMNS = ["env", "threads x envs", "lag", ">steps/s", ">ceiling steps/s", ">Sebulba/ceiling", ">target", ">compile s",
-           ">cores S/ceil", ">wall ms", ">env ms", ">infer ms", ">put wait ms", ">actor other ms", ">learn ms",
-           ">l.wait ms", ">policy lag", ">traj bytes/step"]
+COLUMNS = ["env", "threads x envs", "lag", "pipeline", "code", ">groups", ">steps/s", ">ceiling steps/s",
+           ">Sebulba/ceiling", ">target", ">compile s", ">cores S/ceil", ">wall ms", ">env ms", ">infer ms",
+           ">params wait ms", ">put wait ms", ">transfer ms", ">actor other ms", ">learn ms", ">l.wait ms",
+           ">policy lag", ">traj bytes/step"]
 
 
 def table_cells(r: dict[str, Any]) -> list[str]:
@@ -102,15 +117,17 @@ def table_cells(r: dict[str, Any]) -> list[str]:
     b = r.get("per_thread_ms_per_update") or {}
     mark = {True: " (met)", False: " (missed)"}.get(r["meets_target"], "")
     return [
-        r["env"], f"{r['threads']} x {r['envs_per_thread']}", r["lag"],
+        r["env"], f"{r['threads']} x {r['envs_per_thread']}", r["lag"], r.get("pipeline", "full"),
+        r.get("code", "current"), str(r.get("env_groups", 1)),
         fmt(r["steps_per_second"], ",.0f") if r["steps_per_second"] else "FAILED",
         fmt(r["ceiling_steps_per_second"], ",.0f"),
         fmt(r["fraction_of_ceiling"], ".1%") + mark,
         fmt(r["target_fraction"], ".0%"),
         fmt(r["compile_seconds"], ".1f"),
         f"{fmt(r['cpu_cores_used'], '.2f')}/{fmt(r['ceiling_cpu_cores_used'], '.2f')}",
-        *(fmt(b.get(k), ".1f") for k in ("update_wall", "env_step", "inference", "actor_put_wait",
-                                            "actor_other", "learner_step", "learner_queue_wait")),
+        *(fmt(b.get(k), ".1f") for k in ("update_wall", "env_step", "inference", "actor_params_wait",
+                                            "actor_put_wait", "actor_transfer", "actor_other", "learner_step",
+                                            "learner_queue_wait")),
         fmt(r["policy_lag_mean"], ".2f"),
         fmt((r["trajectory_bytes_per_step"] or {}).get("total"), ",.0f"),
     ]

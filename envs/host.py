@@ -19,6 +19,13 @@ A `HostVectorEnv` has the same semantics as a JAX env wrapped by
   `episode_return` / `episode_length` go on to the game's LAST step.
 * `observation_spec()` / `action_spec()` describe ONE env (dm_env specs).
 
+Optionally, a `HostVectorEnv` may split `step` in two: `step_async(actions)` starts the
+step and returns at once, `step_wait()` returns its timestep; the pair must do exactly
+what `step(actions)` does. The Sebulba actors use the pair when an env has it
+(`GymnasiumVectorEnv` does: ale-py's AtariVectorEnv and envpool step in their own C++
+threads, gymnasium's AsyncVectorEnv in its worker processes), so the actor thread can run
+inference and bookkeeping while the envs step; any other env is stepped by `step`.
+
 Adapters (gymnasium, dm_env, a JAX env on the host CPU) live in `envs/adapters/`.
 """
 

@@ -41,8 +41,10 @@ fire reset, so "dqn" is refused there.
 
 Options (the `env_kwargs` of an `ale:` or Atari `envpool:` env), checked by
 `atari_protocol`: protocol, full_action_space, repeat_action_probability (overrides
-the protocol's), max_episode_frames (overrides 108,000) and num_threads (the
-backend's worker threads; AtariVectorEnv and envpool only).
+the protocol's), max_episode_frames (overrides 108,000), num_threads (the
+backend's worker threads; AtariVectorEnv and envpool only) and thread_affinity_offset
+(opt-in pinning: worker thread i runs on core offset + i; -1, the default, pins nothing;
+AtariVectorEnv and envpool only).
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ from podrl.envs.errors import ConfigError
 FIELD = "env_kwargs"
 """The run-config field whose errors these are."""
 
-OPTIONS = ("protocol", "full_action_space", "repeat_action_probability", "max_episode_frames", "num_threads")
+OPTIONS = ("protocol", "full_action_space", "repeat_action_probability", "max_episode_frames", "num_threads",
+           "thread_affinity_offset")
 """Keys an Atari env accepts (module docstring)."""
 
 
@@ -73,6 +76,7 @@ class AtariProtocol:
     full_action_space: bool = False
     max_episode_frames: int = 108_000
     num_threads: int = 0  # 0: the backend's default
+    thread_affinity_offset: int = -1  # >= 0: worker thread i pinned to core offset + i; -1: no pinning
     frame_skip: int = 4
     screen_size: int = 84
     frame_stack: int = 4
@@ -130,6 +134,7 @@ def atari_protocol(protocol: str = "machado", **options: Any) -> AtariProtocol:
         "repeat_action_probability": lambda v: _number("repeat_action_probability", v, float, 0.0, 1.0),
         "max_episode_frames": lambda v: _number("max_episode_frames", v, int, 4),
         "num_threads": lambda v: _number("num_threads", v, int, 0),
+        "thread_affinity_offset": lambda v: _number("thread_affinity_offset", v, int, -1),
     }
     return dataclasses.replace(PROTOCOLS[protocol], **{k: checks[k](v) for k, v in options.items()})
 
@@ -146,7 +151,7 @@ def ale_vector_kwargs(p: AtariProtocol) -> dict[str, Any]:
         full_action_space=p.full_action_space, max_num_frames_per_episode=p.max_episode_frames,
         frameskip=p.frame_skip, maxpool=True, img_height=p.screen_size, img_width=p.screen_size, grayscale=True,
         stack_num=p.frame_stack, reward_clipping=False, episodic_life=False, life_loss_info=False,
-        num_threads=p.num_threads,
+        num_threads=p.num_threads, **_pinning(p),
     )
 
 
@@ -167,19 +172,25 @@ def envpool_kwargs(p: AtariProtocol) -> dict[str, Any]:
         max_episode_steps=p.max_episode_frames // p.frame_skip,
         frame_skip=p.frame_skip, img_height=p.screen_size, img_width=p.screen_size, gray_scale=True,
         stack_num=p.frame_stack, reward_clip=False, episodic_life=False, zero_discount_on_life_loss=False,
-        num_threads=p.num_threads,
+        num_threads=p.num_threads, **_pinning(p),
     )
+
+
+def _pinning(p: AtariProtocol) -> dict[str, int]:
+    """`thread_affinity_offset` for AtariVectorEnv and envpool (same name in both) when pinning is asked for."""
+    return {"thread_affinity_offset": p.thread_affinity_offset} if p.thread_affinity_offset >= 0 else {}
 
 
 def gymnasium_fallback_kwargs(p: AtariProtocol) -> tuple[dict[str, Any], dict[str, Any]]:
     """`(gymnasium.make kwargs, AtariPreprocessing kwargs)` of the single-env fallback for `p`.
 
-    Refuses what gymnasium's wrappers cannot do: a fire reset, and `num_threads`."""
+    Refuses what gymnasium's wrappers cannot do: a fire reset, `num_threads` and `thread_affinity_offset`."""
     backend = "gymnasium's ALE v5 + AtariPreprocessing fallback"
     if p.fire_reset:
         raise refuse(backend, "a fire reset", p, "use ale-py >= 0.11 (AtariVectorEnv) or envpool")
-    if p.num_threads:
-        raise ConfigError(FIELD, f"num_threads applies to AtariVectorEnv and envpool, not to the {backend}")
+    for name, asked in (("num_threads", p.num_threads > 0), ("thread_affinity_offset", p.thread_affinity_offset >= 0)):
+        if asked:
+            raise ConfigError(FIELD, f"{name} applies to AtariVectorEnv and envpool, not to the {backend}")
     make = dict(frameskip=1, repeat_action_probability=p.repeat_action_probability,
                 full_action_space=p.full_action_space, max_num_frames_per_episode=p.max_episode_frames)
     preprocessing = dict(noop_max=p.noop_max, frame_skip=p.frame_skip, screen_size=p.screen_size,

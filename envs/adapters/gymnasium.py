@@ -67,6 +67,16 @@ def _check_known_bugs(env: VectorEnv, mode: AutoresetMode) -> None:
         )
 
 
+def _async_pair(env: VectorEnv) -> tuple[Callable | None, Callable | None]:
+    """`(start, finish)` of `env`'s asynchronous step: `send`/`recv` (ale-py's AtariVectorEnv and
+    envpool, whose `step` is `send` then `recv`), `step_async`/`step_wait` (gymnasium's
+    AsyncVectorEnv), else `(None, None)`."""
+    for start, finish in (("send", "recv"), ("step_async", "step_wait")):
+        if callable(getattr(env, start, None)) and callable(getattr(env, finish, None)):
+            return getattr(env, start), getattr(env, finish)
+    return None, None
+
+
 def single_env_factory(env: str | Callable[[], gymnasium.Env], **make_kwargs: Any) -> Callable[[], gymnasium.Env]:
     """A no-argument factory of one env from a gymnasium id (+ make kwargs) or a factory."""
     if isinstance(env, str):
@@ -190,6 +200,7 @@ class GymnasiumVectorEnv:
         self._action_dtype = self.env.single_action_space.dtype
         self._tracker = EpisodeTracker(self.num_envs)
         self.infos: dict[str, Any] = {}
+        self._pending: np.ndarray | None = None  # the actions of a step started by step_async
 
     def observation_spec(self) -> ObservationSpec:
         return self._observation_spec
@@ -205,8 +216,28 @@ class GymnasiumVectorEnv:
 
     def step(self, actions: np.ndarray) -> TimeStep:
         """Steps every env with `actions` `[B, ...]`; ended envs are already reset."""
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        """Starts `step(actions)`: a wrapped env with `send`/`recv` (ale-py's AtariVectorEnv, envpool) or
+        `step_async`/`step_wait` (gymnasium's AsyncVectorEnv) steps in its own threads or processes until
+        `step_wait`; any other is stepped by `step_wait`."""
+        if self._pending is not None:
+            raise RuntimeError("step_async called twice without step_wait")
         actions = np.asarray(actions).astype(self._action_dtype, copy=False)
-        obs, reward, terminated, truncated, self.infos = self.env.step(actions)
+        start, _ = _async_pair(self.env)  # looked up per step: envpool's reset(seed) replaces self.env
+        if start is not None:
+            start(actions)
+        self._pending = actions
+
+    def step_wait(self) -> TimeStep:
+        """The timestep of the step `step_async` started (what `step` returns)."""
+        if self._pending is None:
+            raise RuntimeError("step_wait called without step_async")
+        actions, self._pending = self._pending, None
+        _, finish = _async_pair(self.env)
+        obs, reward, terminated, truncated, self.infos = finish() if finish is not None else self.env.step(actions)
         obs, reward, terminated, truncated = (
             self._rows(np.asarray(x), self.infos) for x in (self._obs(obs), reward, terminated, truncated)
         )

@@ -11,6 +11,7 @@ learner device, key for key::
                                      │             device i) or of actor thread i (global index)
                                      └─ update_keys(base, u) = split(fold_in(base, u))
                                           ├─ rollout_key ─ step_keys(·, T)   one key per step
+                                          │    (env groups: group_step_keys, split(·, G) first)
                                           └─ update_key ── agent.update
 
     host envs:  host_env_seed(seed, i) = SeedSequence([seed, i])   (thread i's gymnasium seed)
@@ -68,6 +69,14 @@ def update_keys(base: PRNGKey, index: int | Array) -> tuple[PRNGKey, PRNGKey]:
 def step_keys(rollout_key: PRNGKey, length: int) -> PRNGKey:
     """`[length]` action keys of one rollout: key `t` samples the action of step `t`."""
     return jax.random.split(rollout_key, length)
+
+
+def group_step_keys(rollout_key: PRNGKey, length: int, groups: int) -> list[PRNGKey]:
+    """`[length]` action keys for each of an actor thread's `groups` env groups: one group takes
+    `step_keys(rollout_key, length)` itself; several take those of `split(rollout_key, groups)`."""
+    if groups == 1:
+        return [step_keys(rollout_key, length)]
+    return [step_keys(key, length) for key in jax.random.split(rollout_key, groups)]
 
 
 def host_env_seed(seed: int, index: int) -> int:

@@ -34,6 +34,10 @@ class SebulbaConfig(RunConfig):
     """Actor threads per actor device, each with its own envs, queue and PRNG key."""
     envs_per_thread: int = 8
     """Environments stepped together by one actor thread."""
+    env_groups: int = 1
+    """Env batches per actor thread that alternate (one steps while the other's inference runs); 1 keeps Anakin's exact per-step sampling."""
+    actor_cpus: tuple[int, ...] = option((), on_resume=MAY_CHANGE)
+    """Opt-in pinning (Linux): actor thread j runs on CPU core actor_cpus[j % len]; () pins nothing (env worker threads: env_kwargs thread_affinity_offset)."""
     rollout_length: int = 64
     """Steps per environment in one rollout (one rollout per thread per update)."""
     lag: str = "0"
@@ -50,11 +54,17 @@ class SebulbaConfig(RunConfig):
     """Log metrics every this many updates."""
 
     def __post_init__(self):
-        require_int(self, "threads_per_actor_device", "envs_per_thread", "rollout_length", "queue_size", "log_every")
+        require_int(self, "threads_per_actor_device", "envs_per_thread", "env_groups", "rollout_length", "queue_size",
+                    "log_every")
+        if self.envs_per_thread % self.env_groups:
+            raise ConfigError("env_groups", f"{self.envs_per_thread} envs of a thread cannot be split into "
+                                            f"{self.env_groups} equal groups (envs_per_thread must be a multiple)")
         require_number(self, "timeout_s", low=0.0, low_open=True)
         _check_indices("actor_devices", self.actor_devices, allow_empty=False)
         if self.learner_devices is not None:
             _check_indices("learner_devices", self.learner_devices, allow_empty=False)
+        if self.actor_cpus:
+            _check_indices("actor_cpus", self.actor_cpus, allow_empty=False)
         if self.lag != "async" and not (self.lag.isdigit() and int(self.lag) >= 0):
             raise ConfigError("lag", f"must be a non-negative integer ('0', '1', ...) or 'async', got {self.lag!r}")
         require_choice(self, "vectorization", ("sync", "async"))
@@ -69,6 +79,11 @@ class SebulbaConfig(RunConfig):
     @property
     def num_threads(self) -> int:
         return len(self.actor_devices) * self.threads_per_actor_device
+
+    @property
+    def envs_per_group(self) -> int:
+        """Envs of one env group (one `HostVectorEnv`)."""
+        return self.envs_per_thread // self.env_groups
 
     @property
     def steps_per_update(self) -> int:
@@ -115,7 +130,22 @@ def _check_indices(name: str, value: object, allow_empty: bool) -> None:
     ok = isinstance(value, (tuple, list)) and all(is_int(i) and i >= 0 for i in value)
     ok = ok and (allow_empty or len(value) > 0) and len(set(value)) == len(value)
     if not ok:
-        raise ConfigError(name, f"must be a non-empty tuple of distinct device indices >= 0, got {value!r}")
+        what = "CPU core" if name == "actor_cpus" else "device"
+        raise ConfigError(name, f"must be a non-empty tuple of distinct {what} indices >= 0, got {value!r}")
+
+
+def check_actor_cpus(cpus: tuple[int, ...]) -> None:
+    """ConfigError("actor_cpus") unless this process may run on every core of `cpus` (Linux only)."""
+    if not cpus:
+        return
+    import os
+
+    if not hasattr(os, "sched_setaffinity"):
+        raise ConfigError("actor_cpus", "pinning actor threads needs os.sched_setaffinity (Linux); leave it ()")
+    allowed = os.sched_getaffinity(0)
+    missing = sorted(set(cpus) - allowed)
+    if missing:
+        raise ConfigError("actor_cpus", f"core(s) {missing} are not among this process's cores {sorted(allowed)}")
 
 
 def parse_env_kwargs(items: tuple[str, ...]) -> dict[str, Any]:

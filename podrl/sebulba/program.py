@@ -86,12 +86,14 @@ class SebulbaProgram:
         """Resets the envs, compiles inference on every actor device and the learner step."""
         config, start = self.config, time.perf_counter()
         threads, total = config.num_threads, jax.process_count() * config.num_threads * config.envs_per_thread
-        self.firsts = [reset_env(env, self.keys.env, jax.process_index() * threads + j, total, config.seed)
-                       for j, env in enumerate(self.pool.envs)]
+        groups, size = config.env_groups, config.envs_per_group
+        self.firsts = [reset_env(env, self.keys.env, jax.process_index() * threads + k // groups, total, config.seed,
+                                 offset=(k % groups) * size, thread_envs=config.envs_per_thread)
+                       for k, env in enumerate(self.pool.envs)]
         self.act_step, local_params = make_act_step(self.agent), local_replica(state.params)
         for device in self.actor_devices:  # compile inference for every actor device, in this thread
             self.example = warm_up(self.agent, self.act_step, local_params, self.firsts[0], device,
-                                   config.rollout_length)
+                                   config.rollout_length, groups)
         self.shardings = learner_shardings(self.mesh, self.example)
         shards, run_key = self.mesh.devices.size, self.keys.run
         self.learner_keys = jax.jit(lambda: jax.vmap(lambda d: base_key(run_key, d))(jnp.arange(shards)),
@@ -109,19 +111,23 @@ class SebulbaProgram:
                                    first_version=start)
         first_thread = jax.process_index() * config.num_threads  # global index of this process's thread 0
         n, total = config.envs_per_thread, jax.process_count() * config.num_threads * config.envs_per_thread
-        for j, env in enumerate(self.pool.envs[:config.num_threads]):
+        groups = config.env_groups
+        for j in range(config.num_threads):
             slot = j // config.threads_per_actor_device
             policy = ActorPolicy(self.agent, self.act_step, self.actor_devices[slot], slot, config.rollout_length,
-                                 self.shardings)
+                                 self.shardings, self.example)
             link = ActorLink(self.source, queue.Queue(maxsize=config.queue_size), self.stop, config.timeout_s)
-            self.pool.threads.append(ActorThread(j, env, self.firsts[j], policy, link,
-                                                 base_key(self.keys.run, first_thread + j), range(start, limit),
+            mine = slice(j * groups, (j + 1) * groups)
+            cpu = config.actor_cpus[j % len(config.actor_cpus)] if config.actor_cpus else None
+            self.pool.threads.append(ActorThread(j, self.pool.envs[mine], self.firsts[mine], policy, link,
+                                                 base_key(self.keys.run, first_thread + j), range(start, limit), cpu,
                                                  env_columns((first_thread + j) * n, n, total)))
         self.stats = WindowStats(self.pool.threads)
         self.source.publish(state.params, start)
         self.pool.start()
         self.train_start, self.eval_seconds = time.perf_counter(), 0.0
-        lines = [f"{config.env}: {config.num_threads} actor thread(s) x {config.envs_per_thread} envs on "
+        split = f" ({groups} groups of {config.envs_per_group})" if groups > 1 else ""
+        lines = [f"{config.env}: {config.num_threads} actor thread(s) x {config.envs_per_thread} envs{split} on "
                  f"{len(self.actor_devices)} actor device(s), {self.mesh.devices.size} learner device(s), "
                  f"lag={config.lag}, updates {start}..{limit} of {config.num_updates}; compiled in "
                  f"{compile_seconds:.1f}s; trajectory {bytes_per_step(self.example)['total']:,.0f} bytes per env step"]
@@ -143,7 +149,8 @@ class SebulbaProgram:
                                                    *(r.trajectory for r in rollouts))
         metrics, inputs = jax.device_get((metrics, inputs))
         check_training({f"train/{k}": v for k, v in metrics.items()}, inputs, i, i + 1, _threads(inputs))
-        self.source.publish(state.params, i + 1)
+        self.source.publish(state.params, i + 1)  # blocks until the update has finished on every learner device
+        self.pool.recycle(rollouts)  # ... so their buffers may be written again
         t2 = time.perf_counter()
         self.lags[i] = [i - r.version for r in rollouts]
         self.env_steps += len(rollouts) * config.rollout_length * config.envs_per_thread  # this host's

@@ -1,16 +1,31 @@
 """Sebulba actor threads: step host envs, infer on an actor device, ship rollouts.
 
-An actor thread owns one `HostVectorEnv` (built before the run, `podrl.sebulba.setup`, and
-reset here, `reset_env`, with its inference compiled in the main thread, `warm_up`), one
-bounded queue and one PRNG key. For rollout `i` it takes params from the
-`ParamsSource` (the staleness protocol lives there), acts `rollout_length` steps,
-places the `[T, B]` Trajectory on the learner devices split along the batch axis
-(`podrl.sebulba.transport`),
-and puts it on its queue. Any exception stops the whole run (`StopSignal.fail`).
+An actor thread owns `env_groups` `HostVectorEnv`s (its env groups, built before the run,
+`podrl.sebulba.setup`, and reset here, `reset_env`, with its inference compiled in the main
+thread, `warm_up`), one bounded queue and one PRNG key. For rollout `i` it takes params from
+the `ParamsSource` (the staleness protocol lives there), acts `rollout_length` steps with
+every group, writes them into a `RolloutBuffer`, places the `[T, B]` Trajectory on the
+learner devices split along the batch axis (`podrl.sebulba.transport`), and puts it on its
+queue. Any exception stops the whole run (`StopSignal.fail`).
+
+The step loop (`ActorThread._collect`) is a pipeline over the groups: in turn `k`, group
+`g = k mod G` receives its env step, records it and dispatches its next inference (JAX
+dispatch returns at once; the action's copy to the host starts as soon as it is computed,
+`copy_to_host_async`); then group `g + 1` fetches its actions, computed meanwhile, and starts
+its env step (`step_async` where the env has it: ale-py's and envpool's C++ threads,
+gymnasium's worker processes; else `step`). So with two groups one group's envs step while
+the other group's inference runs (Sample Factory's double-buffered sampling), and with a
+`step_async` env the thread's own bookkeeping overlaps env stepping too. With one group the
+same loop is today's exact sequence: act on all envs with key `t` of `step_keys`, step,
+record; the values (and so the parity with Anakin at lag 0) are unchanged. Several groups
+sample with other keys (`podrl.core.keys.group_step_keys`) and act on fewer envs per call,
+so their trajectories are a different (equally valid) sample.
 """
 
 from __future__ import annotations
 
+import collections
+import os
 import queue
 import threading
 import time
@@ -21,10 +36,10 @@ import numpy as np
 
 from podrl.envs.host import HostVectorEnv
 from podrl.envs.types import LAST, TimeStep
-from podrl.core.keys import env_keys, host_env_seed, step_keys, update_keys
+from podrl.core.keys import env_keys, group_step_keys, host_env_seed, step_keys, update_keys
 from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.stopping import RunStopped, StopSignal
-from podrl.sebulba.transport import example_trajectory, place_on_learners, stack_rollout, step_record
+from podrl.sebulba.transport import RolloutBuffer, example_trajectory, place_on_learners, step_record
 from podrl.core.types import Agent, EnvColumns, Trajectory, reset_finished_actor_state
 
 
@@ -37,8 +52,10 @@ class Rollout(NamedTuple):
     episode_return_sum: float
     episode_length_sum: float
     episodes: int
-    env_seconds: float
-    inference_seconds: float
+    env_seconds: float  # blocked in env calls (step, or step_async + step_wait)
+    inference_seconds: float  # dispatching inference and waiting for its actions
+    transfer_seconds: float = 0.0  # placing the finished rollout on the learner devices
+    buffer: Any = None  # the RolloutBuffer it was written in, until the learner hands it back (ActorPool.recycle)
 
 
 def make_act_step(agent: Agent) -> Callable:
@@ -50,26 +67,34 @@ def make_act_step(agent: Agent) -> Callable:
     return jax.jit(act_step)
 
 
-def reset_env(env: HostVectorEnv, env_key: jax.Array, thread: int, total_envs: int, seed: int) -> TimeStep:
-    """The first timestep of actor thread `thread` (global index): JAX host envs reset with slice `thread`
-    of `env_keys(env_key, total_envs)` (Anakin's key tree), other envs with `host_env_seed(seed, thread)`."""
+def reset_env(env: HostVectorEnv, env_key: jax.Array, thread: int, total_envs: int, seed: int,
+              offset: int = 0, thread_envs: int | None = None) -> TimeStep:
+    """The first timestep of an env batch of actor thread `thread` (global index) whose first env is the
+    thread's env `offset` (env groups: `offset = group * group_size`; `thread_envs`: the thread's env
+    count, default `env.num_envs`). JAX host envs reset with their rows of `env_keys(env_key,
+    total_envs)` (Anakin's key tree), other envs with `host_env_seed(seed, thread) + offset` (env i
+    of a gymnasium batch takes seed + i, so groups start as one batch would)."""
     reset_from_keys = getattr(env, "reset_from_keys", None)
+    n = env.num_envs
     if reset_from_keys is not None:
-        n = env.num_envs
-        return reset_from_keys(env_keys(env_key, total_envs)[thread * n:(thread + 1) * n])
-    return env.reset(host_env_seed(seed, thread))
+        first = thread * (thread_envs or n) + offset
+        return reset_from_keys(env_keys(env_key, total_envs)[first:first + n])
+    return env.reset(host_env_seed(seed, thread) + offset)
 
 
-def warm_up(agent: Agent, act_step, params, first: TimeStep, device, length: int) -> Trajectory:
-    """Compiles `act_step` for `device`; returns a zero Trajectory shaped like one rollout."""
+def warm_up(agent: Agent, act_step, params, first: TimeStep, device, length: int, groups: int = 1) -> Trajectory:
+    """Compiles `act_step` for `device` on a batch like `first`; returns a zero Trajectory shaped like
+    one rollout of `groups` such batches."""
     params = jax.device_put(params, device)
     batch = first.observation.shape[0]
     actor_state = jax.device_put(agent.init_actor_state(batch), device)
     keys = jax.device_put(step_keys(jax.random.key(0), length), device)
     action, extras, _ = jax.device_get(act_step(params, actor_state, first.observation, keys, 0))
-    flags = np.zeros(batch, np.float32)  # reward, discount, truncated: cast by the transport
-    step = step_record(first.observation, action, flags, flags, flags, first.observation, extras)
-    return example_trajectory(step, jax.device_get(agent.init_actor_state(batch)), length)
+    rows = lambda x: np.concatenate([np.asarray(x)] * groups)  # noqa: E731
+    flags = np.zeros(batch * groups, np.float32)  # reward, discount, truncated: cast by the transport
+    obs = rows(first.observation)
+    step = step_record(obs, rows(action), flags, flags, flags, obs, jax.tree.map(rows, extras))
+    return example_trajectory(step, jax.device_get(agent.init_actor_state(batch * groups)), length)
 
 
 class ActorPolicy(NamedTuple):
@@ -81,6 +106,7 @@ class ActorPolicy(NamedTuple):
     device_slot: int  # its index among the actor devices (`ParamsSource.for_rollout`)
     rollout_length: int  # steps per rollout
     shardings: Trajectory  # where a rollout goes on the learner devices (`transport.learner_shardings`)
+    example: Trajectory  # zeros shaped like one thread's rollout `[T, B]` (`warm_up`)
 
 
 class ActorLink(NamedTuple):
@@ -92,24 +118,90 @@ class ActorLink(NamedTuple):
     timeout: float  # seconds any blocking wait may take
 
 
+class EnvGroup:
+    """One env batch of an actor thread: its rows of the thread's batch, the timestep and actor state it
+    carries from step to step, and the inference and env step it has in flight."""
+
+    def __init__(self, env: HostVectorEnv, first: TimeStep, rows: slice, actor_state: Any):
+        self.env, self.timestep, self.rows = env, first, rows
+        self.actor_state = self.initial_actor_state = actor_state  # on the actor device
+        self.native = callable(getattr(env, "step_async", None)) and callable(getattr(env, "step_wait", None))
+        self.keys: Any = None  # this rollout's `[T]` step keys, on the actor device
+        self.acting: Any = None  # (action, extras, actor_state) of the inference in flight
+        self.next_actor_state: Any = None  # the actor state `act` returned for the step in flight
+        self.result: TimeStep | None = None  # the timestep of a synchronous step
+        self.stepping = False
+
+    def send(self, action: np.ndarray) -> None:
+        """Starts the env step (a synchronous env steps here)."""
+        if self.native:
+            self.env.step_async(action)
+        else:
+            self.result = self.env.step(action)
+        self.stepping = True
+
+    def recv(self) -> TimeStep:
+        """The timestep of the step `send` started."""
+        self.stepping = False
+        if self.native:
+            return self.env.step_wait()
+        result, self.result = self.result, None
+        return result
+
+    def drain(self) -> None:
+        """Waits out a started step (the thread is leaving), so that the env can be closed."""
+        if self.stepping and self.native:
+            self.stepping = False
+            try:
+                self.env.step_wait()
+            except Exception:  # noqa: BLE001 - the run is stopping; the first error is already recorded
+                pass
+
+
+class _Tally:
+    """What one rollout adds up: episodes that ended, and seconds per stage."""
+
+    def __init__(self):
+        self.returns = self.lengths = self.env_s = self.infer_s = 0.0
+        self.episodes = 0
+
+
+def _group_columns(columns: EnvColumns | None, group: int, size: int) -> EnvColumns | None:
+    """The env columns of group `group` (rows `group * size + [0, size)`) of a thread's `columns`."""
+    if columns is None:
+        return None
+    return EnvColumns(columns.index[group * size:(group + 1) * size], columns.total)
+
+
 class ActorThread(threading.Thread):
-    """One actor: env batch + queue + key; runs rollouts `rollouts` (a range of update indices).
+    """One actor: env groups + queue + key; runs rollouts `rollouts` (a range of update indices).
 
     Args:
-      index: the thread's index on this process. env / first: its env batch and the reset's timestep.
+      index: the thread's index on this process. envs / firsts: its env groups (one or more
+        `HostVectorEnv`s of equal size) and their resets' timesteps.
       policy: how it acts. link: params in, rollouts out, the stop signal.
       base_key: its PRNG base key (`podrl.core.keys.base_key`). rollouts: the rollout indices it produces.
-      columns: the run's env columns its envs are (`podrl.core.types.EnvColumns`), told to `init_actor_state`.
+      cpu: the CPU core the thread pins itself to (Linux `sched_setaffinity`), or None.
+      columns: the run's env columns of its envs, all groups in order (`podrl.core.types.EnvColumns`);
+        each group tells its share to `init_actor_state`.
     """
 
-    def __init__(self, index: int, env: HostVectorEnv, first: TimeStep, policy: ActorPolicy, link: ActorLink,
-                 base_key: jax.Array, rollouts: range, columns: EnvColumns | None = None):
+    def __init__(self, index: int, envs: list[HostVectorEnv], firsts: list[TimeStep], policy: ActorPolicy,
+                 link: ActorLink, base_key: jax.Array, rollouts: range, cpu: int | None = None,
+                 columns: EnvColumns | None = None):
         super().__init__(name=f"sebulba-actor-{index}", daemon=True)
-        self.index, self.env, self.timestep, self.policy, self.link = index, env, first, policy, link
+        self.index, self.policy, self.link, self.cpu = index, policy, link, cpu
         self.base_key, self.rollouts = base_key, rollouts
         self.out, self.stop = link.out, link.stop
-        self.actor_state = jax.device_put(policy.agent.init_actor_state(env.num_envs, columns), policy.device)
-        self.initial_actor_state = self.actor_state
+        size = envs[0].num_envs
+        self.groups = [EnvGroup(env, first, slice(g * size, (g + 1) * size),
+                                jax.device_put(policy.agent.init_actor_state(
+                                    size, _group_columns(columns, g, size)), policy.device))
+                       for g, (env, first) in enumerate(zip(envs, firsts, strict=True))]
+        # rollout i's step keys, one list per group, in one dispatch (the same bits as the eager ops)
+        self._step_keys = jax.jit(lambda key, i: group_step_keys(update_keys(key, i)[0], policy.rollout_length,
+                                                                 len(envs)))
+        self.free_buffers: collections.deque[RolloutBuffer] = collections.deque()  # handed back by the learner
         self.stage, self.stage_since = "starting", time.monotonic()
         self.put_wait_seconds = 0.0  # total time blocked on a full queue
         self.params_wait_seconds = 0.0  # total time waiting for the params version the protocol asks for
@@ -124,6 +216,8 @@ class ActorThread(threading.Thread):
 
     def run(self) -> None:
         try:
+            if self.cpu is not None:
+                os.sched_setaffinity(0, {self.cpu})  # pid 0: this thread only
             for i in self.rollouts:
                 self._enter("waiting for params")
                 start = time.perf_counter()
@@ -140,39 +234,82 @@ class ActorThread(threading.Thread):
         except BaseException as error:  # noqa: BLE001 - every failure must stop the run
             self._enter("failed")
             self.stop.fail(self.name, error)
+        finally:
+            for group in self.groups:
+                group.drain()
 
     def _rollout(self, params: Any, version: int, index: int) -> Rollout:
-        policy = self.policy
-        rollout_key, _ = update_keys(self.base_key, index)
-        keys = jax.device_put(step_keys(rollout_key, policy.rollout_length), policy.device)
-        start_actor_state = self.actor_state
-        steps, env_s, infer_s = [], 0.0, 0.0
-        returns, lengths, episodes = 0.0, 0.0, 0
-        for t in range(policy.rollout_length):
-            self.stop.check()
-            self._enter("inference")
-            t0 = time.perf_counter()
-            observation = self.timestep.observation
-            action, extras, actor_state = policy.act_step(params, self.actor_state, observation, keys, t)
-            action, extras = jax.device_get((action, extras))
-            t1 = time.perf_counter()
-            self._enter("env.step")
-            ts = self.env.step(action)
-            t2 = time.perf_counter()
-            env_s, infer_s = env_s + (t2 - t1), infer_s + (t1 - t0)
-            last = np.asarray(ts.step_type) == LAST
-            ended = last | (np.asarray(ts.discount) == 0)  # Trajectory.episode_end (a lost life, too)
-            self.actor_state = reset_finished_actor_state(actor_state, ended, self.initial_actor_state)
-            steps.append(step_record(observation, action, ts.reward, ts.discount, ts.extras["truncated"],
-                                     ts.extras["next_obs"], extras))
-            if last.any():
-                returns += float(np.sum(ts.extras["episode_return"][last]))
-                lengths += float(np.sum(ts.extras["episode_length"][last]))
-                episodes += int(last.sum())
-            self.timestep = ts
+        policy, groups = self.policy, self.groups
+        keys = self._step_keys(self.base_key, index)
+        for group, group_keys in zip(groups, keys):
+            group.keys = jax.device_put(group_keys, policy.device)
+        start_states = jax.device_get([group.actor_state for group in groups])
+        buffer = self.free_buffers.popleft() if self.free_buffers else RolloutBuffer(policy.example)
+        tally = _Tally()
+        self._collect(params, buffer, tally)
         self._enter("shipping trajectory")
-        trajectory = place_on_learners(stack_rollout(steps, jax.device_get(start_actor_state)), policy.shardings)
-        return Rollout(trajectory, version, index, returns, lengths, episodes, env_s, infer_s)
+        start = time.perf_counter()
+        actor_state = start_states[0] if len(groups) == 1 else jax.tree.map(
+            lambda *xs: np.concatenate(xs), *start_states)
+        trajectory = place_on_learners(buffer.trajectory(actor_state), policy.shardings)
+        return Rollout(trajectory, version, index, tally.returns, tally.lengths, tally.episodes, tally.env_s,
+                       tally.infer_s, time.perf_counter() - start, buffer)
+
+    def _collect(self, params: Any, buffer: RolloutBuffer, tally: _Tally) -> None:
+        """Every group's `rollout_length` steps into `buffer`, pipelined over the groups (module docstring)."""
+        groups, length = self.groups, self.policy.rollout_length
+        turns = len(groups) * length
+        for group in groups:
+            self._infer(group, params, buffer, 0, tally)
+        self._act(groups[0], buffer, 0, tally)
+        for k in range(turns):
+            self.stop.check()
+            group, t = groups[k % len(groups)], k // len(groups)
+            self._finish_step(group, buffer, t, tally)
+            if t + 1 < length:
+                self._infer(group, params, buffer, t + 1, tally)
+            if k + 1 < turns:
+                self._act(groups[(k + 1) % len(groups)], buffer, (k + 1) // len(groups), tally)
+
+    def _infer(self, group: EnvGroup, params: Any, buffer: RolloutBuffer, t: int, tally: _Tally) -> None:
+        """Records the group's observation of step `t` and dispatches its inference (returns at once)."""
+        buffer.write_observation(t, group.rows, group.timestep.observation)
+        self._enter("inference")
+        start = time.perf_counter()
+        acting = self.policy.act_step(params, group.actor_state, buffer.observation(t, group.rows), group.keys, t)
+        for leaf in jax.tree.leaves(acting[:2]):
+            leaf.copy_to_host_async()
+        group.acting = acting
+        tally.infer_s += time.perf_counter() - start
+
+    def _act(self, group: EnvGroup, buffer: RolloutBuffer, t: int, tally: _Tally) -> None:
+        """Fetches the group's actions of step `t`, starts its env step, records what it did."""
+        self._enter("inference")
+        start = time.perf_counter()
+        (action, extras, group.next_actor_state), group.acting = group.acting, None
+        action, extras = jax.device_get((action, extras))
+        fetched = time.perf_counter()
+        self._enter("env.step")
+        group.send(action)
+        tally.infer_s += fetched - start
+        tally.env_s += time.perf_counter() - fetched
+        buffer.write_acted(t, group.rows, action, extras)
+
+    def _finish_step(self, group: EnvGroup, buffer: RolloutBuffer, t: int, tally: _Tally) -> None:
+        """Receives the group's env step `t` and records its result."""
+        self._enter("env.step")
+        start = time.perf_counter()
+        ts = group.recv()
+        tally.env_s += time.perf_counter() - start
+        last = np.asarray(ts.step_type) == LAST
+        ended = last | (np.asarray(ts.discount) == 0)  # Trajectory.episode_end (a lost life, too)
+        group.actor_state = reset_finished_actor_state(group.next_actor_state, ended, group.initial_actor_state)
+        buffer.write_result(t, group.rows, ts.reward, ts.discount, ts.extras["truncated"], ts.extras["next_obs"])
+        if last.any():
+            tally.returns += float(np.sum(ts.extras["episode_return"][last]))
+            tally.lengths += float(np.sum(ts.extras["episode_length"][last]))
+            tally.episodes += int(last.sum())
+        group.timestep = ts
 
 
 JOIN_GRACE_S = 1.0
@@ -202,6 +339,14 @@ class ActorPool:
                                 on_timeout=thread.describe)
         assert rollout.index == update, f"actor thread {thread.index} sent rollout {rollout.index}, expected {update}"
         return rollout
+
+    def recycle(self, rollouts: list[Rollout]) -> None:
+        """Hands each rollout's buffer back to its thread, to be written again: call once the update that
+        consumed them has finished on every learner device (its new params are ready). On CPU the learner's
+        trajectory arrays alias the buffer (zero-copy), so nothing may keep a consumed rollout's arrays."""
+        for thread, rollout in zip(self.threads, rollouts, strict=True):
+            if rollout.buffer is not None:
+                thread.free_buffers.append(rollout.buffer)
 
     def close(self) -> None:
         """Stops and joins every thread, closes every env.

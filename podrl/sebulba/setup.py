@@ -33,16 +33,18 @@ from podrl.core.mesh import data_mesh
 from podrl.core.types import Agent, AgentConfig
 from podrl.envs.host import HostVectorEnv
 from podrl.envs.types import EnvSpec
-from podrl.sebulba.config import SebulbaConfig
+from podrl.sebulba.config import SebulbaConfig, check_actor_cpus
 
 EnvFactory = Callable[[int, int], HostVectorEnv]
-"""`(thread_index, num_envs) -> HostVectorEnv`, replacing `config.env` (thread -1: the evaluation batch)."""
+"""`(thread_index, num_envs) -> HostVectorEnv`, replacing `config.env` (thread -1: the evaluation batch); called
+once per env group of the thread (`env_groups` times, `num_envs = envs_per_group`)."""
 
 
 class SebulbaSetup(NamedTuple):
     """What `build` returns: what the program runs, built and checked."""
 
-    envs: list[HostVectorEnv]  # one batch of `envs_per_thread` per actor thread of this process, not yet reset
+    envs: list[HostVectorEnv]  # `env_groups` batches of `envs_per_group` per actor thread of this process,
+    # thread-major (thread j's groups are envs[j * env_groups:(j + 1) * env_groups]), not yet reset
     spec: EnvSpec  # the spec of one env
     agent: Agent  # made for `spec` and the run's update count
     mesh: Mesh  # the learner mesh (the learner devices of every process)
@@ -56,11 +58,12 @@ def build(config: SebulbaConfig, agent_config: AgentConfig, env_factory: EnvFact
 
     local = jax.local_devices()
     learner_ids = config.check_layout(len(local), agent_config)
+    check_actor_cpus(config.actor_cpus)
     mesh = data_mesh(learner_devices(learner_ids))
     envs: list[HostVectorEnv] = []
     try:
         for j in range(config.num_threads):
-            envs.append(make_env(config, env_factory, j, config.envs_per_thread))
+            envs += [make_env(config, env_factory, j, config.envs_per_group) for _ in range(config.env_groups)]
         check_host_env(envs[0])
         spec = EnvSpec(envs[0].observation_spec(), envs[0].action_spec())
         agent = agent_config.make_agent(spec, config.num_updates)

@@ -37,6 +37,7 @@ class WindowStats:
             self.episodes += r.episodes
             self._add("time/env_step_s", r.env_seconds)
             self._add("time/inference_s", r.inference_seconds)
+            self._add("time/actor_transfer_s", r.transfer_seconds)
         self._add("time/learner_queue_wait_s", queue_wait)
         self._add("time/learner_step_s", learner)
         self._add("queue_depth", float(np.mean([t.out.qsize() for t in self.threads])))

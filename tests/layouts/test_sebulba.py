@@ -144,11 +144,13 @@ def check_acted_with_reported_versions(result) -> None:
     np.testing.assert_allclose(acted, learner[versions].mean(axis=1), rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("groups", [1, 2], ids=["one_env_group", "two_env_groups"])
 @pytest.mark.parametrize("lag, expect", [("0", "zero"), ("1", "one"), ("async", "bounded")])
 @pytest.mark.timeout(240)
-def test_policy_lag_follows_the_staleness_setting(cpu_devices, lag, expect):
-    """The reported lags follow the setting, and the actors acted with exactly those versions."""
-    config = tiny(lag=lag, threads_per_actor_device=2, queue_size=2, log_every=1)
+def test_policy_lag_follows_the_staleness_setting(cpu_devices, lag, expect, groups):
+    """The reported lags follow the setting, and the actors acted with exactly those versions (also with
+    two env groups per thread alternating, `env_groups=2`)."""
+    config = tiny(lag=lag, threads_per_actor_device=2, queue_size=2, log_every=1, env_groups=groups)
     result = train_sebulba(config, RevealingPPO())
     lags = result.policy_lags
     assert lags.shape == (config.num_updates, 2)
