@@ -18,8 +18,11 @@ is read, then trains. A `UserInputError` (invalid config, unknown env, unsupport
 space, an env that breaks its spec, a missing extra, an unreadable checkpoint) exits 2
 with its one-paragraph message `error: <label>: <message>`; the traceback only with
 `--debug` / `PODRL_DEBUG=1`. A stalled stage (`StageTimeout`) exits 3 at once, naming
-the stage. `module:attr` env references resolve from the current folder, as
-`python -m` would.
+the stage. In a multi-process run, another process's loss (`podrl.run.preemption.ProcessLost`)
+exits 4 at once, naming it and the last good checkpoint, and any other failure prints its
+traceback and exits 1 at once (a normal exit would wait for the others at JAX's shutdown
+barrier; they learn of it through their next collective). `module:attr` env references resolve
+from the current folder, as `python -m` would.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ def train(experiment: Experiment) -> Any:
 
 def run_cli(layout: str, train_fn: Callable[[Experiment], object] = train, argv: list[str] | None = None) -> int:
     """Resolves `argv` for `layout`, sets up devices and calls `train_fn`; returns the exit status."""
+    from podrl.run.preemption import LOST_EXIT_CODE, ProcessLost
     from podrl.run.watchdog import StageTimeout, exit_now
 
     importable_cwd()
@@ -86,7 +90,20 @@ def run_cli(layout: str, train_fn: Callable[[Experiment], object] = train, argv:
         return report_user_error(e, debug)
     except StageTimeout as e:
         exit_now(e)  # a thread is still blocked in XLA: a normal exit could wait on it for ever
+    except ProcessLost as e:
+        exit_now(e, LOST_EXIT_CODE)  # a normal exit would wait for the lost process at JAX's shutdown barrier
+    except Exception as e:
+        if not _several_processes():
+            raise
+        traceback.print_exception(e)  # then leave at once: the others learn of it through their next collective
+        exit_now(e, 1)
     return 0
+
+
+def _several_processes() -> bool:
+    import jax
+
+    return jax.process_count() > 1
 
 
 def importable_cwd() -> None:
