@@ -123,6 +123,7 @@ def supervise(procs: list[subprocess.Popen]) -> tuple[int, int | None]:
                   flush=True)
             wait_all(procs, LOSS_GRACE_S)
             stop_all(procs)
+            print(f"[launcher] exit codes: {[proc.returncode for proc in procs]}", flush=True)
             return 1, first
         if all(code == 0 for code in codes):
             return 0, None
