@@ -191,7 +191,8 @@ def redistribute(buffers: ReplayBuffer, count: int) -> tuple[ReplayBuffer, dict[
     dealt onto `count` buffers of the same capacity.
 
     Rule: when the D buffers' items fit in `count * capacity` they are all kept; else each old
-    buffer keeps its newest `count * capacity // D` (the oldest go, as a ring buffer's would).
+    buffer keeps its newest items, the room shared out evenly (`fair_shares`; the oldest go, as a
+    ring buffer's would).
     Old buffer i deals its kept items, oldest first, round-robin onto the new buffers starting at
     buffer `i mod count`, so every new buffer gets an even share of every old buffer's items and
     time span; each new buffer holds its items oldest first from slot 0 (a share that would
@@ -200,7 +201,7 @@ def redistribute(buffers: ReplayBuffer, count: int) -> tuple[ReplayBuffer, dict[
     """
     size, position = np.asarray(buffers.size, np.int64), np.asarray(buffers.position, np.int64)
     capacity = jax.tree.leaves(buffers.data)[0].shape[1]
-    keep = size if size.sum() <= count * capacity else np.minimum(size, count * capacity // size.shape[0])
+    keep = fair_shares(size, count * capacity)
     rank = np.concatenate([np.arange(k) for k in keep] + [np.zeros(0, np.int64)])  # 0 = oldest kept
     source = np.repeat(np.arange(size.shape[0]), keep)
     source_slot = (np.repeat(position - keep, keep) + rank) % capacity
@@ -221,6 +222,19 @@ def redistribute(buffers: ReplayBuffer, count: int) -> tuple[ReplayBuffer, dict[
     new_size = np.bincount(target[fits], minlength=count).astype(np.asarray(buffers.size).dtype)
     moved = ReplayBuffer(jax.tree.map(deal, buffers.data), new_size % capacity, new_size)
     return moved, {"kept": int(fits.sum()), "dropped": int(size.sum() - fits.sum())}
+
+
+def fair_shares(sizes: np.ndarray, room: int) -> np.ndarray:
+    """How many of each `sizes[i]` items to keep in `room`: all when they fit, else max-min fair shares
+    (smallest first, each takes at most an even split of the room left), so no room stays unused."""
+    keep = np.asarray(sizes, np.int64).copy()
+    if keep.sum() <= room:
+        return keep
+    left, shards = room, keep.size
+    for i in np.argsort(keep, kind="stable"):
+        keep[i] = min(keep[i], left // shards)
+        left, shards = left - keep[i], shards - 1
+    return keep
 
 
 def refill(buffers: ReplayBuffer, count: int) -> tuple[ReplayBuffer, dict[str, int]]:
