@@ -32,6 +32,7 @@ class StopRequests:
 
     def __enter__(self) -> "StopRequests":
         if threading.current_thread() is threading.main_thread():
+            self._before_install()
             for sig in self.SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
@@ -43,6 +44,13 @@ class StopRequests:
                 previous(signum, frame)
             return
         self.received = signal.Signals(signum).name
+        self._asked()
+
+    def _before_install(self) -> None:
+        """Runs in the main thread before the handlers go in (a subclass's hook)."""
+
+    def _asked(self) -> None:
+        """Runs once the first request is recorded in `received` (a subclass's hook)."""
 
     def agreed(self, call: int) -> bool:
         """True once a signal asked this (single-process) run to stop; `call` is the training call just done."""

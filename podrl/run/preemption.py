@@ -35,9 +35,10 @@ from __future__ import annotations
 import ctypes
 import signal
 import threading
-from types import FrameType
 
 import jax
+
+from podrl.run.control import StopRequests
 
 STOP_KEYS = "podrl/stop/"
 """Key-value directory of the coordination service where each process that got a stop signal writes it."""
@@ -79,36 +80,27 @@ def check_service() -> None:
                            "process would stop that process alone")
 
 
-class PodStopRequests:
+class PodStopRequests(StopRequests):
     """Stop requests of one process of a multi-process run (module docstring).
 
     `received`: this process's own signal ("SIGTERM"/"SIGINT") or None. `agreed(call)`: whether
     every process stops after training call `call` (call it once per call, on every process).
     """
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
     def __init__(self):
-        self.received: str | None = None
+        super().__init__()
         self.stopped = False
-        self._previous: dict[int, object] = {}
         self._jax_sigterm: ctypes.Array | None = None
 
     def __enter__(self) -> "PodStopRequests":
         check_service()
-        if threading.current_thread() is threading.main_thread():
-            self._jax_sigterm = _get_action(signal.SIGTERM)  # JAX's C notifier: kept, handed the requests
-            for sig in self.SIGNALS:
-                self._previous[sig] = signal.signal(sig, self._handle)
+        super().__enter__()
         return self
 
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.received is not None:  # second request: behave as before we were installed
-            previous = self._previous.get(signum)
-            if callable(previous):
-                previous(signum, frame)
-            return
-        self.received = signal.Signals(signum).name
+    def _before_install(self) -> None:
+        self._jax_sigterm = _get_action(signal.SIGTERM)  # JAX's C notifier: kept, handed the requests
+
+    def _asked(self) -> None:
         _client().key_value_set(f"{STOP_KEYS}{jax.process_index()}", self.received, allow_overwrite=True)
         self._notify_jax()
 
@@ -154,8 +146,7 @@ class PodStopRequests:
                          for name, ps in by_signal.items())
 
     def __exit__(self, *exc) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+        super().__exit__(*exc)
         if self._jax_sigterm is not None:
             _set_action(signal.SIGTERM, self._jax_sigterm)  # Python's SIG_DFL would have dropped JAX's notifier
 

@@ -10,14 +10,16 @@ PPO), so the suite's compilation cache serves them after the first.
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from pods import Pod, records, run_pod
+from pods import PODRL, Pod, records, run_pod
 from podrl.run.checkpoint import Checkpointer
 
 TOTAL_UPDATES = 400  # far more than pass before the stop (about a second of training), small enough to finish
@@ -108,3 +110,52 @@ def test_sigkill_of_one_process_ends_the_other_within_the_heartbeat_bound(tmp_pa
                                     "--checkpoint.stop-after-updates", "4"), timeout=200)
     assert resumed.returncode == 0 and "updates 8..12" in resumed.text, resumed.text[-4000:]
     assert latest_step(checkpoints) == 12
+
+
+def supervisor_demo() -> list[str]:
+    """docs/scaling-out.md's supervisor command, shortened as tools/check_readme.py runs it."""
+    from tools.check_readme import ROOT, extract, shorten
+
+    _, commands, _ = extract((ROOT / "docs" / "scaling-out.md").read_text(), "docs/scaling-out.md")
+    demo = [c for c in commands if "--supervise" in c.text]
+    assert len(demo) == 1, [c.text for c in demo]
+    words = shorten(demo[0].text.split(), scale=100, default_steps=2048)
+    return [part for word in words for part in (PODRL if word == "podrl" else [word])]
+
+
+@pytest.mark.timeout(400)
+def test_the_supervisor_demo_preempts_relaunches_on_fewer_processes_and_finishes(tmp_path):
+    """The docs' command as tools/check_readme.py runs it: SIGTERM to process 1 once compiled, one agreed
+    stop, a relaunch with --resume on the one process that remains, which finishes the run."""
+    result = subprocess.run(supervisor_demo(), capture_output=True, text=True, timeout=380, cwd=tmp_path)
+    text = result.stdout
+    assert result.returncode == 0, text[-4000:]
+    assert "[launcher] simulating a preemption: SIGTERM to process 1" in text, text[-4000:]
+    stops = re.findall(r"\[p0\] \[anakin\] stopped by SIGTERM to process 1 at update (\d+)", text)
+    relaunched = re.search(r"\[launcher\] a stop signal: relaunch 1 of 1 on 1 process\(es\), resuming", text)
+    assert len(stops) == 1 and relaunched and text.count("[launcher] process 0: pid") == 2, text[-4000:]
+    total = int(re.search(r"updates 0\.\.(\d+) of", text).group(1))
+    assert f"updates {stops[0]}..{total} of {total}" in text, text[-4000:]  # the relaunch resumed there
+    assert re.search(rf"\[p0\] \[anakin\] done at update {total}: .*resumed on another topology: 2 processes", text)
+
+
+@pytest.mark.learning
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("layout", ["anakin", "sebulba"])
+def test_a_policy_learned_before_the_stop_is_kept_by_the_resume_on_one_process(tmp_path, layout):
+    """MatchCue (optimum 16; an untrained greedy policy names every cue with one action: at most 8). Two
+    processes train until the greedy return is at least 14, then SIGTERM to process 1; one process
+    resumes for one update: its greedy return is within 2 of the one before the stop."""
+    checkpoints = tmp_path / "ckpt"
+    evaluated = ["--eval-every", "1", "--eval-episodes", "16"]
+    with Pod(2, 1, command(layout, tmp_path, checkpoints, *evaluated)) as pod:
+        pod.wait_for(rf"^\[p0\] \[{layout}\] step .*\| eval 1[4-6]\.", timeout=250)
+        pod.kill(1, signal.SIGTERM)
+        assert pod.finish(timeout=90) == 0, pod.text[-4000:]
+    stop = pod.closing()[0][1]
+    before = float(re.search(r"\[p0\] .* stopped by .* greedy return ([\d.]+)", pod.text).group(1))
+    resumed = run_pod(1, 1, command(layout, tmp_path, checkpoints, *evaluated, "--resume", str(checkpoints),
+                                    "--checkpoint.stop-after-updates", "1"), timeout=200)
+    assert resumed.returncode == 0 and resumed.closing()[0][1] == stop + 1, resumed.text[-4000:]
+    after = float(re.search(r"\[p0\] .* at update \d+: .* greedy return ([\d.]+)", resumed.text).group(1))
+    assert before >= 14.0 and after >= before - 2.0, (before, after)
