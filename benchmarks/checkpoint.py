@@ -5,6 +5,7 @@ Each row is the training state of a preset (replay buffers included):
   cartpole-ppo  podrl anakin --preset cartpole-ppo
   minatar-ppo   podrl anakin --preset minatar-ppo
   minatar-pqn   podrl anakin --preset minatar-pqn
+  minatar-ppo-4 podrl anakin --preset minatar-ppo --updates-per-call 4   (the same state, calls of 4 updates, not 32)
   pong-ppo      podrl sebulba --preset atari-ppo
   pong-dqn      podrl sebulba --preset atari-ppo agent:dqn --agent.torso nature_cnn   (a 50k-transition buffer)
 
@@ -50,10 +51,12 @@ STATES = {
     "cartpole-ppo": ("anakin", ["--preset", "cartpole-ppo"]),
     "minatar-ppo": ("anakin", ["--preset", "minatar-ppo"]),
     "minatar-pqn": ("anakin", ["--preset", "minatar-pqn"]),
-    "pong-ppo": ("sebulba", ["--preset", "atari-ppo"]),
-    "pong-dqn": ("sebulba", ["--preset", "atari-ppo", "agent:dqn", "--agent.torso", "nature_cnn"]),
+    "minatar-ppo-4": ("anakin", ["--preset", "minatar-ppo", "--updates-per-call", "4"]),
+    "pong-ppo": ("sebulba", ["--preset", "atari-ppo", "--timeout-s", "900"]),
+    "pong-dqn": ("sebulba", ["--preset", "atari-ppo", "--timeout-s", "900", "agent:dqn", "--agent.torso", "nature_cnn"]),
 }
-"""Row name -> (layout, the training command's flags)."""
+"""Row name -> (layout, the training command's flags). Sebulba's waits may take longer than its default 60 s
+here: two processes share two loaded cores, and one DQN update of 256 Nature-CNN gradient steps takes minutes."""
 
 
 def build_program(name: str):
