@@ -26,7 +26,8 @@ and two measurements:
            (`--updates-per-call` in Anakin) bounds the first figure.
 
     python -m benchmarks.checkpoint --repeats 3 --out checkpoint.json
-    python -m benchmarks.checkpoint --only cartpole-ppo pong-dqn --skip-signal
+    python -m benchmarks.checkpoint --skip-signal --repeats 5 --out stall.json    # the stall, 5 saves per mode
+    python -m benchmarks.checkpoint --skip-stall --repeats 2 --out signal.json    # the signal runs only
     python -m benchmarks.checkpoint --quick          # smoke test: cartpole-ppo only, one repeat
 """
 
@@ -178,6 +179,7 @@ def parse_args(argv: list[str] | None = None):
                         timeout=1800.0, child=True)
     parser.add_argument("--only", nargs="+", choices=sorted(STATES), help="these rows only")
     parser.add_argument("--skip-signal", action="store_true", help="the stall measurement only")
+    parser.add_argument("--skip-stall", action="store_true", help="the signal measurement only")
     return parser.parse_args(argv)
 
 
@@ -185,7 +187,7 @@ def run(args, start: float) -> int:
     names = ["cartpole-ppo"] if args.quick else (args.only or list(STATES))
     repeats = 1 if args.quick else args.repeats
     rows = []
-    for name in names:
+    for name in [] if args.skip_stall else names:
         stall = run_child(MODULE, {"name": name, "repeats": repeats}, args.timeout)
         rows.append({"name": name, "measurement": "stall", **stall})
         print(f"{name} stall: {json.dumps({k: v for k, v in stall.items() if k != 'runs'})}", file=sys.stderr)

@@ -335,7 +335,6 @@ class RunCheckpoints:
         self.checkpointer: Checkpointer | None = None  # opened (its folder created) at the first save
         self.last_saved: int | None = None  # the last step known to be on disk
         self.in_flight: int | None = None  # the step being written in the background
-        self.stall_seconds = 0.0  # seconds `save` kept the caller waiting, over the run
         self.resharded: dict[str, int] | None = None  # what `restore` moved between learner-shard counts
 
     @property
@@ -366,14 +365,12 @@ class RunCheckpoints:
         in its config; the save before it is waited for first."""
         if self._directory is None or update in (self.last_saved, self.in_flight):
             return
-        start = time.perf_counter()
         if self.checkpointer is None:
             self.checkpointer = Checkpointer(self._directory, self._keep)
         config = {**self.config, "topology": topology} if topology else self.config
         self.checkpointer.save(update, state, params, config, wait=False)
         self.last_saved = self.in_flight if self.in_flight is not None else self.last_saved  # waited for above
         self.in_flight = update
-        self.stall_seconds += time.perf_counter() - start
 
     def wait(self) -> None:
         """Waits until the save in flight is on disk."""
