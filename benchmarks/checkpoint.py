@@ -54,7 +54,8 @@ STATES = {
     "minatar-pqn": ("anakin", ["--preset", "minatar-pqn"]),
     "minatar-ppo-4": ("anakin", ["--preset", "minatar-ppo", "--updates-per-call", "4"]),
     "pong-ppo": ("sebulba", ["--preset", "atari-ppo", "--timeout-s", "900"]),
-    "pong-dqn": ("sebulba", ["--preset", "atari-ppo", "--timeout-s", "900", "agent:dqn", "--agent.torso", "nature_cnn"]),
+    "pong-dqn": ("sebulba", ["--preset", "atari-ppo", "--timeout-s", "900", "agent:dqn", "--agent.torso",
+                             "nature_cnn"]),
 }
 """Row name -> (layout, the training command's flags). Sebulba's waits may take longer than its default 60 s
 here: two processes share two loaded cores, and one DQN update of 256 Nature-CNN gradient steps takes minutes."""

@@ -123,7 +123,8 @@ def _targets(like: Any, placement: Placement | None, saved_shards: int | None) -
             return np.zeros(x.shape[:axis] + (saved_shards,) + x.shape[axis + 1:], x.dtype)
         return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(placement.mesh, spec))
 
-    return jax.tree.map(target, data, broadcast_prefix(placement.specs, data), broadcast_prefix(placement.shard_axes, data))
+    specs, axes = broadcast_prefix(placement.specs, data), broadcast_prefix(placement.shard_axes, data)
+    return jax.tree.map(target, data, specs, axes)
 
 
 class _Manager(ocp.CheckpointManager):

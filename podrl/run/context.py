@@ -102,7 +102,8 @@ class RunContext:
             self.resume_note = _reshard_note(saved, jax.process_count(), placement.learner_shards, moved)
             self.logger.info_everywhere(self.resume_note)
             if moved:
-                self.logger.log(self._steps_at_start, {"updates": self.start, **{f"resume/{k}": v for k, v in moved.items()}})
+                record = {f"resume/{name}": count for name, count in moved.items()}
+                self.logger.log(self._steps_at_start, {"updates": self.start, **record})
         return state
 
     def save(self, update: int, state: Any, params: Any) -> None:

@@ -37,7 +37,8 @@ def is_key(x: Any) -> bool:
 def host_copies(tree: Any) -> dict[str, np.ndarray]:
     """The fully addressable leaves of `tree` (keys as key data) on the host, by tree path; a leaf
     another process holds part of is left out (that process checks its own shards)."""
-    leaves = [(jax.tree_util.keystr(path), leaf) for path, leaf in jax.tree_util.tree_leaves_with_path(keys_to_data(tree))
+    leaves = [(jax.tree_util.keystr(path), leaf)
+              for path, leaf in jax.tree_util.tree_leaves_with_path(keys_to_data(tree))
               if not (isinstance(leaf, jax.Array) and not leaf.is_fully_addressable)]
     for _, leaf in leaves:  # start every device-to-host copy before waiting for the first
         if isinstance(leaf, jax.Array):
