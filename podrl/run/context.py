@@ -4,12 +4,16 @@ Both training loops (`podrl.anakin.train`, `podrl.sebulba.train`) open a
 `RunContext` and differ only in how they produce and consume trajectories:
 
     with RunContext(config, agent_config) as run:   # checks a resume first
-        state = run.restore(fresh_state)                        # the checkpoint's, or fresh
+        state = run.restore(fresh_state, placement)             # the checkpoint's (on this mesh), or fresh
         for update in ...range(run.start, run.limit)...:
             ...
-            if run.after_update(update, state, params):         # periodic saves; True = stop asked
+            if run.after_update(update, state, params):         # periodic saves; True = stop agreed
                 break
         stopped_by = run.finish(update, state, params)           # final save
+
+Saves run in the background (`podrl.run.checkpoint`); leaving the context waits for the last.
+With several processes a stop signal to any of them stops all after the same call
+(`podrl.run.control.stop_requests`, `podrl.run.preemption`).
 
 Resuming (`config.checkpoint.resume`) continues the same run: the checkpoint's
 config is checked before anything is written or compiled (the env and the agent are
@@ -18,7 +22,9 @@ built before the run, by the layout's `setup.py`), only the fields declared
 update, logging continues in the run directory the checkpoint was written from
 (`metrics.jsonl` appended, TensorBoard purged past the checkpoint, steps and
 wall time continuing), and a total that does not go past the checkpoint is a
-`ConfigError` on `total_steps`.
+`ConfigError` on `total_steps`. A checkpoint of another process or learner-shard count is
+restored onto this run's mesh (`podrl.core.learner_state.Placement`); its env-step count (saved
+with it) goes on exactly, and what moved or was dropped is said (`resume_note`).
 """
 
 from __future__ import annotations
