@@ -255,7 +255,8 @@ def continuous_agent(parts: ContinuousParts, init: Callable[[Array, EnvSpec], Tr
     `sgd_step(buffer, (actor params, ContinuousLearnerState), key) -> (carry, metrics)`."""
     return Agent(init=init, init_actor_state=no_actor_state, act=functools.partial(act, parts),
                  act_greedy=functools.partial(act_greedy, parts),
-                 update=functools.partial(replay_update, replay_pieces(parts, sgd_step)))
+                 update=functools.partial(replay_update, replay_pieces(parts, sgd_step)),
+                 reshard_state=replay.redistribute)
 
 
 def target_entropy(parts: ContinuousParts) -> float:

@@ -120,6 +120,7 @@ def with_observation_norm(agent: Agent, clip: float) -> Agent:
         act=functools.partial(_act, agent, clip),
         act_greedy=functools.partial(_act_greedy, agent, clip),
         update=functools.partial(_update, agent, clip),
+        reshard_state=agent.reshard_state,
     )
 
 

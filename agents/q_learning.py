@@ -135,11 +135,13 @@ def q_agent(
     make_loss_fn: Callable[[Any, QNetwork], Callable[..., Any]],
     update: Callable[[QParts, TrainState, Trajectory, Array], tuple[TrainState, Metrics]],
     init: Callable[[QParts, Array, EnvSpec], TrainState] | None = None,
+    reshard_state: Callable[[Any, int], tuple[Any, dict[str, int]]] | None = None,
 ) -> Agent:
     """The `Agent` named `agent` whose `update` is `update(parts, ...)`; `total_updates` calls
     of it make the run (the epsilon and learning-rate schedules). `init(parts, key, env_spec)`
     defaults to `init_train_state` (an agent with more learner state, e.g. a target network or
-    a replay buffer in `shard_state`, passes its own, keeping `params` as documented above).
+    a replay buffer in `shard_state`, passes its own, keeping `params` as documented above, and
+    how that state moves onto another learner-shard count, `reshard_state`: `Agent.reshard_state`).
     Raises ConfigError for a continuous action space or an unusable torso before anything
     compiles."""
     total_updates = check_total_updates(total_updates)
@@ -154,6 +156,7 @@ def q_agent(
         act=functools.partial(act, parts),
         act_greedy=functools.partial(act_greedy, parts),
         update=functools.partial(update, parts),
+        reshard_state=reshard_state,
     )
 
 

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from podrl.envs.types import EnvSpec
 from podrl.core.types import Trajectory
@@ -179,3 +180,68 @@ def transitions(trajectory: Trajectory, n: int, gamma: float, reward: Array | No
     out = Transition(trajectory.observation, trajectory.action, ret, weight, bootstrap)
     size = r.size
     return jax.tree.map(lambda x: x.reshape((size,) + x.shape[2:]), out)
+
+
+# ---------------------------------------------------------------- another learner-shard count (host side)
+
+
+def redistribute(buffers: ReplayBuffer, count: int) -> tuple[ReplayBuffer, dict[str, int]]:
+    """`Agent.reshard_state` of item buffers (n-step transitions: any order serves): the ring buffers
+    of D learner shards (host arrays, data leaves `[D, capacity, ...]`, position and size `[D]`)
+    dealt onto `count` buffers of the same capacity.
+
+    Rule: when the D buffers' items fit in `count * capacity` they are all kept; else each old
+    buffer keeps its newest items, the room shared out evenly (`fair_shares`; the oldest go, as a
+    ring buffer's would).
+    Old buffer i deals its kept items, oldest first, round-robin onto the new buffers starting at
+    buffer `i mod count`, so every new buffer gets an even share of every old buffer's items and
+    time span; each new buffer holds its items oldest first from slot 0 (a share that would
+    overflow a buffer keeps its newest `capacity`). Returns the new buffers and
+    `{"kept": items, "dropped": items}`.
+    """
+    size, position = np.asarray(buffers.size, np.int64), np.asarray(buffers.position, np.int64)
+    capacity = jax.tree.leaves(buffers.data)[0].shape[1]
+    keep = fair_shares(size, count * capacity)
+    rank = np.concatenate([np.arange(k) for k in keep] + [np.zeros(0, np.int64)])  # 0 = oldest kept
+    source = np.repeat(np.arange(size.shape[0]), keep)
+    source_slot = (np.repeat(position - keep, keep) + rank) % capacity
+    target = (rank + source) % count
+    order = np.argsort((rank + 0.5) / np.repeat(np.maximum(keep, 1), keep), kind="stable")  # oldest first
+    source, source_slot, target = source[order], source_slot[order], target[order]
+    slot = np.zeros_like(target)
+    for shard in range(count):
+        mine = np.flatnonzero(target == shard)
+        slot[mine] = np.arange(mine.size) - max(0, mine.size - capacity)  # an overflowing share keeps its newest
+    fits = slot >= 0
+
+    def deal(x: np.ndarray) -> np.ndarray:
+        out = np.zeros((count,) + x.shape[1:], x.dtype)
+        out[target[fits], slot[fits]] = x[source[fits], source_slot[fits]]
+        return out
+
+    new_size = np.bincount(target[fits], minlength=count).astype(np.asarray(buffers.size).dtype)
+    moved = ReplayBuffer(jax.tree.map(deal, buffers.data), new_size % capacity, new_size)
+    return moved, {"kept": int(fits.sum()), "dropped": int(size.sum() - fits.sum())}
+
+
+def fair_shares(sizes: np.ndarray, room: int) -> np.ndarray:
+    """How many of each `sizes[i]` items to keep in `room`: all when they fit, else max-min fair shares
+    (smallest first, each takes at most an even split of the room left), so no room stays unused."""
+    keep = np.asarray(sizes, np.int64).copy()
+    if keep.sum() <= room:
+        return keep
+    left, shards = room, keep.size
+    for i in np.argsort(keep, kind="stable"):
+        keep[i] = min(keep[i], left // shards)
+        left, shards = left - keep[i], shards - 1
+    return keep
+
+
+def refill(buffers: ReplayBuffer, count: int) -> tuple[ReplayBuffer, dict[str, int]]:
+    """`Agent.reshard_state` of sequence buffers (MuZero's windows: each env's steps sit at a stride
+    set by the shard's env count, which another shard count changes): `count` empty buffers of the
+    same capacity, which training refills; returns them and `{"kept": 0, "dropped": items}`."""
+    size = np.asarray(buffers.size)
+    empty = ReplayBuffer(jax.tree.map(lambda x: np.zeros((count,) + x.shape[1:], x.dtype), buffers.data),
+                         np.zeros((count,), size.dtype), np.zeros((count,), size.dtype))
+    return empty, {"kept": 0, "dropped": int(size.sum())}

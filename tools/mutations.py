@@ -1,6 +1,7 @@
 """The named mutations `tools/check_mutations.py` applies, one at a time, to a copy of the tree.
 
-Each is a small bug a user would meet as a silently worse agent: an exact text of one file,
+Each is a small bug a user would meet as a silently worse agent (or a run that does not survive what
+it should): an exact text of one file,
 its replacement, and the tests that name that code and must fail under it (pytest arguments,
 run from the copy's root; the check adds `-m "not learning"`: ordinary tests must catch them).
 A text that is no longer found exactly once makes the check fail loudly ("mutation X no longer
@@ -169,4 +170,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         'return agent.act(params["agent"], actor_state, normalize(params["obs_norm"], observation, clip), key)',
         'return agent.act(params["agent"], actor_state, observation, key)',
         OBS_NORM, "actors acting on raw observations while the learner normalises them"),
+    # ---------------------------------------------------------------- runs that survive preemption (issue 38)
+    Mutation(
+        "pod-stop-is-local", "podrl/run/control.py",
+        "    if jax.process_count() == 1:\n        return StopRequests()",
+        "    if True:  # every process's stop is its own again\n        return StopRequests()",
+        ("tests/system/test_preemption.py::test_sigterm_to_one_process_stops_every_process_at_one_update[anakin]",),
+        "a SIGTERM to one process of a pod stops that process alone: the others block in their next collective "
+        "and no consistent checkpoint is written"),
 )

@@ -30,8 +30,8 @@ class AnakinConfig(RunConfig):
     """Environments per seed, split evenly over the devices."""
     rollout_length: int = 128
     """Steps per environment between updates."""
-    num_devices: int | None = None
-    """Local devices to use (the data-parallel mesh); None uses all local devices."""
+    num_devices: int | None = option(None, on_resume=MAY_CHANGE)
+    """Local devices to use (the data-parallel mesh); None uses all local devices. May change on resume (the checkpoint is restored onto the new mesh)."""
     updates_per_call: int = option(32, on_resume=MAY_CHANGE)
     """Updates per compiled call; metrics are logged (and evaluation, PBT, checkpoints may follow) after each call."""
     timeout_s: float = option(600.0, on_resume=MAY_CHANGE)

@@ -13,10 +13,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from podrl.anakin.compiled import AnakinCompiled, AnakinState, summarize_call
+from podrl.anakin.compiled import STATE_SPECS, AnakinCompiled, AnakinState, summarize_call
 from podrl.anakin.config import AnakinConfig
 from podrl.anakin.setup import AnakinSetup
 from podrl.core.finite import InputCounts, check_evaluation, check_training, rows_with_nonfinite
+from podrl.core.learner_state import NOT_PER_SHARD, Placement, reshard_train_state, train_state_shard_axes
 from podrl.core.population import lineage_record, pbt_decide
 from podrl.run.profiling import write_program_text
 from podrl.run.watchdog import within
@@ -42,6 +43,21 @@ class AnakinProgram:
 
     def init(self) -> AnakinState:
         return within("init", self.config.timeout_s, self.compiled.init)
+
+    def placement(self) -> Placement:
+        """The state on the `(population, data)` mesh: the train state's `shard_state` `[S, D, ...]` and the
+        shards' base keys `[S, D]` are per learner shard; env states `[S, E, ...]` are per env (`num_envs`
+        is per seed, whatever the devices), so they are restored as saved on any mesh."""
+        axes = AnakinState(train_state_shard_axes(seed_axis=True), acting=NOT_PER_SHARD, key=1)
+        return Placement(self.compiled.mesh, STATE_SPECS, axes, self._reshard)
+
+    def _reshard(self, fresh: AnakinState, restored: AnakinState, saved_shards: int) -> tuple[AnakinState, dict]:
+        """A checkpoint of `saved_shards` learner shards onto this mesh's: the agent's rule moves each
+        seed's `shard_state`; each shard's base key is the key tree's for its new index (`fresh`'s)."""
+        del saved_shards
+        train_state, counts = reshard_train_state(self.compiled.agent.reshard_state, restored.train_state,
+                                                  fresh.train_state, shard_axis=1)
+        return AnakinState(train_state, restored.acting, fresh.key), counts
 
     def compile(self, state: AnakinState) -> float:
         return within("compile", self.config.timeout_s, functools.partial(self.compiled.compile, state))

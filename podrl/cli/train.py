@@ -12,21 +12,27 @@ resolve, set up, train, report.
     podrl sebulba --env dm_env:my_pkg.envs:make_env         # a dm_env.Environment factory
     podrl sebulba --env my_pkg.envs:make_env                # gymnasium / dm_env / vector env factory
 
-`run_cli(layout)` resolves the experiment (`podrl.cli.experiment.resolve`), splits the CPU
-into `--cpu-devices` JAX devices and joins the multi-process group before a checkpoint
-is read, then trains. A `UserInputError` (invalid config, unknown env, unsupported
+`run_cli(layout)` splits the CPU into `--cpu-devices` JAX devices and joins the
+multi-process group (before anything can start a JAX backend), resolves the experiment
+(`podrl.cli.experiment.resolve`), then trains. A `UserInputError` (invalid config, unknown env, unsupported
 space, an env that breaks its spec, a missing extra, an unreadable checkpoint) exits 2
 with its one-paragraph message `error: <label>: <message>`; the traceback only with
 `--debug` / `PODRL_DEBUG=1`. A stalled stage (`StageTimeout`) exits 3 at once, naming
-the stage. `module:attr` env references resolve from the current folder, as
-`python -m` would.
+the stage. In a multi-process run, another process's loss (`podrl.run.preemption.ProcessLost`)
+exits 4 at once, naming it and the last good checkpoint, and any other failure prints its
+traceback and exits 1 at once (a normal exit would wait for the others at JAX's shutdown
+barrier; they learn of it through their next collective). `module:attr` env references resolve
+from the current folder, as `python -m` would.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import os
 import sys
 import traceback
+import typing
 from typing import Any, Callable, Sequence
 
 from podrl.core.errors import UserInputError
@@ -49,15 +55,31 @@ def report_user_error(error: UserInputError, debug: bool) -> int:
     return 2
 
 
-def set_up_devices(experiment: Experiment) -> None:
-    """`--cpu-devices` and the multi-process group, before JAX starts its backends."""
+def set_up_devices(argv: Sequence[str]) -> None:
+    """`--cpu-devices` and the multi-process group (`DistributedConfig`'s flags), read from `argv` before
+    the experiment is resolved: both must take effect before JAX starts a backend, which validating the
+    config may do (a gymnax env's params are arrays). tyro parses the same flags again with the rest."""
     import jax
 
-    from podrl.core.distributed import initialize
+    from podrl.core.distributed import DistributedConfig, initialize
 
-    if experiment.cpu_devices is not None:
-        jax.config.update("jax_num_cpu_devices", experiment.cpu_devices)
-    initialize(experiment.distributed)
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--cpu-devices", type=int)
+    hints = typing.get_type_hints(DistributedConfig)
+    for field in dataclasses.fields(DistributedConfig):
+        flag = field.name.replace("_", "-")
+        if hints[field.name] is bool:
+            parser.add_argument(f"--{flag}", dest=field.name, action="store_const", const=True)
+            parser.add_argument(f"--no-{flag}", dest=field.name, action="store_const", const=False)
+        else:
+            kind = int if int in (hints[field.name], *typing.get_args(hints[field.name])) else str
+            parser.add_argument(f"--{flag}", dest=field.name, type=lambda text, kind=kind: None if text == "None"
+                                else kind(text))
+    known, _ = parser.parse_known_args(list(argv))
+    if known.cpu_devices is not None:
+        jax.config.update("jax_num_cpu_devices", known.cpu_devices)
+    given = {f.name: getattr(known, f.name) for f in dataclasses.fields(DistributedConfig)}
+    initialize(DistributedConfig(**{name: value for name, value in given.items() if value is not None}))
 
 
 def train(experiment: Experiment) -> Any:
@@ -76,17 +98,32 @@ def train(experiment: Experiment) -> Any:
 
 def run_cli(layout: str, train_fn: Callable[[Experiment], object] = train, argv: list[str] | None = None) -> int:
     """Resolves `argv` for `layout`, sets up devices and calls `train_fn`; returns the exit status."""
+    from podrl.run.preemption import LOST_EXIT_CODE, ProcessLost
     from podrl.run.watchdog import StageTimeout, exit_now
 
     importable_cwd()
     debug, argv = debug_requested(sys.argv[1:] if argv is None else argv)
     try:
-        train_fn(resolve(layout, argv, before_resume=set_up_devices))
+        set_up_devices(argv)
+        train_fn(resolve(layout, argv))
     except UserInputError as e:
         return report_user_error(e, debug)
     except StageTimeout as e:
         exit_now(e)  # a thread is still blocked in XLA: a normal exit could wait on it for ever
+    except ProcessLost as e:
+        exit_now(e, LOST_EXIT_CODE)  # a normal exit would wait for the lost process at JAX's shutdown barrier
+    except Exception as e:
+        if not _several_processes():
+            raise
+        traceback.print_exception(e)  # then leave at once: the others learn of it through their next collective
+        exit_now(e, 1)
     return 0
+
+
+def _several_processes() -> bool:
+    import jax
+
+    return jax.process_count() > 1
 
 
 def importable_cwd() -> None:

@@ -32,9 +32,12 @@ class DistributedConfig:
     """Let JAX read the cluster from the environment (TPU VM pod slice, SLURM, ...)."""
     init_timeout_s: int = 60
     """Seconds to wait for every process to reach the coordinator before failing."""
+    heartbeat_timeout_s: int = 100
+    """Seconds without a heartbeat after which JAX's coordination service declares a process lost and ends the others (bounds how long a vanished host stalls the run)."""
 
     def __post_init__(self):
         require_int(self, "init_timeout_s")
+        require_int(self, "heartbeat_timeout_s", minimum=2)
         if self.distributed_auto:
             return
         given = [f for f in ("coordinator", "num_processes", "process_id") if getattr(self, f) is not None]
@@ -58,24 +61,33 @@ class DistributedConfig:
         return self.distributed_auto or (self.num_processes is not None and self.num_processes > 1)
 
 
+_joined: DistributedConfig | None = None
+"""The config this process joined its run with (None: one process)."""
+
+
 def initialize(config: DistributedConfig) -> None:
-    """Joins the run described by `config` (no-op for a single process)."""
+    """Joins the run described by `config` (no-op for a single process). JAX's preemption service
+    starts with it (`podrl.run.preemption` agrees on stops through it)."""
+    global _joined
     if not config.enabled:
         return
     # CPU collectives across processes (harmless where the run uses TPUs/GPUs);
     # must be set before the backend starts, so no device query here.
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    timeouts = dict(initialization_timeout=config.init_timeout_s, heartbeat_timeout_seconds=config.heartbeat_timeout_s)
     if config.distributed_auto:
-        jax.distributed.initialize(initialization_timeout=config.init_timeout_s)
-        return
-    if config.process_id != 0:
-        _check_reachable(config.coordinator, config.init_timeout_s)
-    jax.distributed.initialize(
-        coordinator_address=config.coordinator,
-        num_processes=config.num_processes,
-        process_id=config.process_id,
-        initialization_timeout=config.init_timeout_s,
-    )
+        jax.distributed.initialize(**timeouts)
+    else:
+        if config.process_id != 0:
+            _check_reachable(config.coordinator, config.init_timeout_s)
+        jax.distributed.initialize(coordinator_address=config.coordinator, num_processes=config.num_processes,
+                                   process_id=config.process_id, **timeouts)
+    _joined = config
+
+
+def heartbeat_timeout_s() -> int:
+    """The heartbeat timeout this process's run was joined with (JAX's default, 100, for one process)."""
+    return _joined.heartbeat_timeout_s if _joined is not None else DistributedConfig.heartbeat_timeout_s
 
 
 def _check_reachable(coordinator: str, timeout_s: float) -> None:
@@ -110,4 +122,4 @@ def host_sum(values: np.ndarray) -> np.ndarray:
     return np.asarray(multihost_utils.process_allgather(values)).sum(axis=0)
 
 
-__all__ = ["DistributedConfig", "initialize", "is_main_process", "host_sum"]
+__all__ = ["DistributedConfig", "initialize", "heartbeat_timeout_s", "is_main_process", "host_sum"]

@@ -19,16 +19,23 @@ shard's buffer with its own shapes, scalars such as a write pointer included) an
 `shard_state` that does not fit a learner device's memory. Both layouts donate it
 to their compiled update (Anakin its whole state, Sebulba the `shard_state`), so a
 buffer is held once per device, not twice.
+
+A `Placement` says how a layout's whole state lies on its mesh, for restoring a checkpoint onto
+it, possibly one written on another number of learner shards: what is replicated (params,
+optimizer state, counters, normalisation statistics, swept hyperparameters) is restored as saved;
+what is per learner shard moves by a stated rule: `shard_state` by the agent's own
+(`Agent.reshard_state`, `reshard_shard_state`), a shard's PRNG base key afresh from the key tree
+and its new shard index (a pure function of both, `podrl.core.keys.base_key`).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import numpy as np
-from jax.sharding import PartitionSpec as P
+from jax.sharding import Mesh, PartitionSpec as P
 
 from podrl.core.errors import ConfigError
 from podrl.core.parallel import DATA_AXIS, POPULATION_AXIS
@@ -45,6 +52,68 @@ def train_state_spec(seed_axis: bool = False) -> TrainState:
     member = P(POPULATION_AXIS)
     return TrainState(params=member, opt_state=member, update_step=member,
                       shard_state=P(POPULATION_AXIS, DATA_AXIS), hyperparams=member)
+
+
+NOT_PER_SHARD = -1
+"""`Placement.shard_axes` of a part that is not per learner shard."""
+
+
+class Placement(NamedTuple):
+    """How a layout's training state lies on its mesh: what `podrl.run.checkpoint` restores onto."""
+
+    mesh: Mesh
+    specs: Any  # the state's PartitionSpec prefix tree (`train_state_spec`, Anakin's `STATE_SPECS`)
+    shard_axes: Any  # a prefix tree like `specs`: per-learner-shard parts' shard axis, `NOT_PER_SHARD` elsewhere
+    reshard: Callable[[Any, Any, int], tuple[Any, dict[str, int]]]
+    """`(fresh, restored, saved_shards) -> (state, counts)`: the restored state, whose per-shard
+    parts are host arrays of `saved_shards` learner shards, onto this mesh (module docstring)."""
+
+    @property
+    def learner_shards(self) -> int:
+        return self.mesh.shape[DATA_AXIS]
+
+
+def broadcast_prefix(prefix: Any, tree: Any) -> Any:
+    """`prefix`'s leaves (PartitionSpecs, ints) repeated over the leaves of `tree`'s matching subtrees."""
+    return jax.tree.map(lambda p, sub: jax.tree.map(lambda _: p, sub), prefix, tree,
+                        is_leaf=lambda x: isinstance(x, (P, int)))
+
+
+def train_state_shard_axes(seed_axis: bool = False) -> TrainState:
+    """`Placement.shard_axes` of a global `TrainState` (see `train_state_spec`): `shard_state`'s shard
+    axis (1 after Anakin's seed axis, else 0); the rest is not per shard."""
+    return TrainState(params=NOT_PER_SHARD, opt_state=NOT_PER_SHARD, update_step=NOT_PER_SHARD,
+                      shard_state=1 if seed_axis else 0, hyperparams=NOT_PER_SHARD)
+
+
+def reshard_train_state(rule: Callable[[Any, int], tuple[Any, dict[str, int]]] | None, restored: TrainState,
+                        fresh: TrainState, shard_axis: int) -> tuple[TrainState, dict[str, int]]:
+    """`restored` (its `shard_state` as host arrays, leaves `[*lead, D_saved, ...]`, the shard axis at
+    `shard_axis`) with that state moved onto the learner shards of `fresh` (a fresh global train
+    state, `shard_state` leaves `[*lead, D, ...]`) by the agent's `rule` (`Agent.reshard_state`),
+    once per leading index (Anakin: per seed); without a rule, `fresh`'s: every shard's state
+    restarts. Returns it and the rule's counts summed over the leading indices (`{"restarted": 1}`
+    without a rule)."""
+    saved = restored.shard_state
+    if not jax.tree.leaves(saved):
+        return restored, {}
+    if rule is None:
+        return restored._replace(shard_state=fresh.shard_state), {"restarted": 1}
+    count = jax.tree.leaves(fresh.shard_state)[0].shape[shard_axis]
+    lead = jax.tree.leaves(saved)[0].shape[:shard_axis]
+    parts, counts = [], {}
+    for index in np.ndindex(*lead):
+        part, part_counts = rule(jax.tree.map(lambda x: np.asarray(x[index]), saved), count)
+        parts.append(part)
+        counts = {k: counts.get(k, 0) + v for k, v in part_counts.items()}
+    host = jax.tree.map(lambda *xs: np.stack(xs).reshape(lead + xs[0].shape), *parts)
+    return restored._replace(shard_state=jax.tree.map(place_like, host, fresh.shard_state)), counts
+
+
+def place_like(host: np.ndarray, like: jax.Array) -> jax.Array:
+    """The global array of `host` (the whole array, on every process) laid out like `like`."""
+    host = np.asarray(host, like.dtype)
+    return jax.make_array_from_callback(like.shape, like.sharding, lambda index: host[index])
 
 
 def shard_local(train_state: TrainState) -> TrainState:

@@ -136,6 +136,10 @@ class Agent(NamedTuple):
         Runs inside the layout's data-parallel program on the local shard of the
         batch; it takes gradients with `podrl.core.parallel.learner_value_and_grad`.
         `train_state.shard_state` is this shard's own (e.g. its replay buffer).
+    reshard_state(shard_states [D, ...], count) -> (shard_states [count, ...], counts {name: int}):
+        the `shard_state`s of D learner shards, as host arrays, moved onto `count` shards (a
+        resume on another learner-shard count), with what was kept and dropped (e.g.
+        {"kept": items, "dropped": items}). None: such a resume restarts every shard's state.
     """
 
     init: Callable[[PRNGKey, EnvSpec], TrainState]
@@ -143,6 +147,7 @@ class Agent(NamedTuple):
     act: Callable[[Params, ActorState, Array, PRNGKey], tuple[Array, dict[str, Array], ActorState]]
     act_greedy: Callable[[Params, ActorState, Array], tuple[Array, ActorState]]
     update: Callable[[TrainState, Trajectory, PRNGKey], tuple[TrainState, Metrics]]
+    reshard_state: Callable[[Any, int], tuple[Any, dict[str, int]]] | None = None
 
 
 class AgentConfig(Protocol):

@@ -2,19 +2,32 @@
 
 A checkpoint is one orbax step directory holding four items:
   "state"   the layout's full state pytree (Anakin: train state, env states,
-            keys; Sebulba: the learner's train state and keys), PRNG keys stored
-            as their raw key data;
+            keys; Sebulba: the learner's train state), PRNG keys stored as their
+            raw key data;
   "params"  the params alone, so `podrl evaluate` can load them without
             rebuilding the training state;
-  "config"  the resolved run config as JSON (layout, run, agent type, agent);
+  "config"  the resolved run config as JSON (layout, run, agent type, agent), and
+            where the run stood: its process count, learner-shard count and logged
+            env steps (`"topology"`), which a resume on another topology needs;
   "digest"  a sha256 of every array this process can read in full, checked on
-            restore: tensorstore keeps no checksum, and flipped bytes would
-            otherwise load as garbage.
+            restore (`podrl.run.digest`).
 Any restore failure is a `CheckpointError` naming the step folder and the cause.
 orbax writes a step into a temporary directory and renames it when complete, so
 a process killed while saving leaves the previous checkpoint intact and loadable.
-Saves are synchronous: the next compiled call donates the buffers being saved.
-No pickle anywhere: arrays go through tensorstore, the config through JSON.
+
+Saves are asynchronous (orbax's async checkpointing): `save` copies what it writes to the host
+(orbax's arrays and the digest's; on CPU a view, which keeps the runtime from donating those
+buffers) and returns; tensorstore writes, the digest's hashing and the step's finalizing go on
+in orbax's background thread while training continues. So the next compiled call may donate the
+state (Anakin donates all of it, Sebulba its `shard_state`): the save holds its own copy. At most
+one save is in flight: the next `save` first waits for the one before, and `wait` / `close` wait
+for the last. No pickle anywhere: arrays go through tensorstore, the config through JSON.
+
+Restoring (`Checkpointer.restore_onto`) builds the targets by hand on the run's mesh:
+`NamedSharding(mesh, spec)` from the layout's specs (`podrl.core.learner_state.Placement`), never
+the shardings saved with the checkpoint, so a run restores onto whatever mesh it has. When the
+checkpoint's learner-shard count differs, the leaves whose shape depends on it (per learner
+shard) come back on the host and the layout's rule moves them (`Placement.reshard`).
 """
 
 from __future__ import annotations
@@ -24,14 +37,18 @@ import functools
 import logging
 import os
 import sys
+import time
 from typing import Any, Collection, NamedTuple
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from jax.sharding import NamedSharding
 
 from podrl.run.config import CheckpointConfig
+from podrl.run.digest import DigestRestore, DigestSave, keys_to_data, is_key, mismatches
 from podrl.core.errors import ConfigError, UserInputError
+from podrl.core.learner_state import Placement, broadcast_prefix
 from podrl.envs.registry import renamed_env
 
 def upgraded_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -65,17 +82,10 @@ def resume_dir(path: str) -> str:
     return os.path.abspath(nested if os.path.isdir(nested) else path)
 
 
-def _keys_to_data(tree: Any) -> Any:
-    return jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
-
-
-def _is_key(x: Any) -> bool:
-    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
-
-
 def _data_to_keys(tree: Any, like: Any) -> Any:
+    """Key data back to typed keys where `like` has keys (host arrays, a moved per-shard part, stay data)."""
     return jax.tree.map(lambda x, ref: jax.random.wrap_key_data(x, impl=jax.random.key_impl(ref))
-                        if _is_key(ref) else x, tree, like)
+                        if is_key(ref) and isinstance(x, jax.Array) else x, tree, like)
 
 
 @contextlib.contextmanager
@@ -97,45 +107,70 @@ class CheckpointError(UserInputError, RuntimeError):
     label = "checkpoint"
 
 
-def _digest(tree: Any) -> dict[str, str]:
-    """sha256 of each fully addressable leaf (key data for keys), by tree path."""
-    import hashlib
+def _targets(like: Any, placement: Placement | None, saved_shards: int | None) -> Any:
+    """What to restore `like`'s leaves as (keys as key data): `ShapeDtypeStruct`s laid out on the
+    placement's mesh, built by hand from its specs (or `like`'s own shardings without a placement);
+    with `saved_shards` learner shards saved (other than the placement's), a per-shard leaf comes
+    back as a host array with that many shards on its shard axis."""
+    data = keys_to_data(like)
+    if placement is None:
+        return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+                            if isinstance(x, jax.Array) else x, data)
+    moved = saved_shards is not None and saved_shards != placement.learner_shards
 
-    out = {}
-    for path, leaf in jax.tree_util.tree_leaves_with_path(_keys_to_data(tree)):
-        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
-            continue  # another process holds part of it; that process checks its own shards
-        data = np.ascontiguousarray(np.asarray(leaf))
-        out[jax.tree_util.keystr(path)] = hashlib.sha256(data.tobytes() + str(data.dtype).encode()).hexdigest()
-    return out
+    def target(x, spec, axis):
+        if moved and axis >= 0:  # calloc'd: no memory is touched until orbax writes into it
+            return np.zeros(x.shape[:axis] + (saved_shards,) + x.shape[axis + 1:], x.dtype)
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(placement.mesh, spec))
+
+    specs, axes = broadcast_prefix(placement.specs, data), broadcast_prefix(placement.shard_axes, data)
+    return jax.tree.map(target, data, specs, axes)
 
 
-def _abstract(tree: Any) -> Any:
-    """Shape/dtype/sharding targets for restoring `tree` (keys as key data)."""
-    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
-                        if isinstance(x, jax.Array) else x, _keys_to_data(tree))
+class _Manager(ocp.CheckpointManager):
+    """orbax's manager without its own preemption check.
+
+    `CheckpointManager.save` asks JAX's preemption sync point with the checkpoint step (orbax's
+    `reached_preemption`), which would move the sync manager's call counter between the driver's
+    consecutive calls (`podrl.run.preemption`: the service tests equality) and put off an agreed
+    stop by as many calls as the step is ahead (seen: a SIGTERM never stopped a run that saved
+    every 8 updates). The driver asks once per call; orbax must not ask at all.
+    """
+
+    def reached_preemption(self, step: int) -> bool:
+        del step
+        return False
 
 
 class Checkpointer:
-    """Saves and restores (state, params, config) steps in one folder."""
+    """Saves and restores (state, params, config) steps in one folder (module docstring)."""
 
     def __init__(self, directory: str, keep: int = 3, read_only: bool = False):
         self.directory = directory
         with _quiet_absl(read_only):  # orbax warns about every option a read-only manager ignores
             options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=not read_only, read_only=read_only,
-                                                   enable_async_checkpointing=False)
-            self.manager = ocp.CheckpointManager(directory, options=options,
-                                                 item_names=("state", "params", "config", "digest"))
+                                                   enable_async_checkpointing=True)
+            self.manager = _Manager(directory, options=options, item_names=("state", "params", "config", "digest"))
 
-    def save(self, step: int, state: Any, params: Any, config: dict[str, Any]) -> None:
-        """Writes checkpoint `step` (atomically) and waits until it is on disk."""
+    def save(self, step: int, state: Any, params: Any, config: dict[str, Any], wait: bool = True) -> float:
+        """Starts writing checkpoint `step` (atomically) once the save before it is on disk; with `wait`,
+        returns when it is on disk too. Returns the seconds spent waiting for the save before."""
+        waited = self.wait()
         self.manager.save(step, args=ocp.args.Composite(
-            state=ocp.args.StandardSave(_keys_to_data(state)),
-            params=ocp.args.StandardSave(_keys_to_data(params)),
+            state=ocp.args.StandardSave(keys_to_data(state)),
+            params=ocp.args.StandardSave(keys_to_data(params)),
             config=ocp.args.JsonSave(config),
-            digest=ocp.args.JsonSave({"state": _digest(state), "params": _digest(params)}),
+            digest=DigestSave({"state": state, "params": params}),
         ), force=True)
+        if wait:
+            self.wait()
+        return waited
+
+    def wait(self) -> float:
+        """Waits until the save in flight (if any) is on disk; returns the seconds waited."""
+        start = time.perf_counter()
         self.manager.wait_until_finished()
+        return time.perf_counter() - start
 
     def latest_step(self) -> int | None:
         return self.manager.latest_step()
@@ -148,17 +183,25 @@ class Checkpointer:
         """The saved state, laid out (shapes, dtypes, shardings) like `like`; digest-checked."""
         return self._restore_checked("state", like, step)
 
+    def restore_onto(self, like: Any, placement: Placement, saved_shards: int | None, step: int) -> Any:
+        """The saved state on `placement`'s mesh (module docstring), digest-checked: leaves laid out
+        like `like` (a fresh state on that mesh); with `saved_shards` other than the placement's
+        learner-shard count, the per-shard leaves come back as host arrays of the saved shape, for
+        `placement.reshard`."""
+        return self._restore_checked("state", like, step, _targets(like, placement, saved_shards))
+
     def restore_params(self, like: Any, step: int | None = None) -> Any:
         return self._restore_checked("params", like, step)
 
-    def _restore_checked(self, item: str, like: Any, step: int | None) -> Any:
+    def _restore_checked(self, item: str, like: Any, step: int | None, targets: Any = None) -> Any:
         step = self.step_or_latest(step)
-        restored = _data_to_keys(self._restore(item, ocp.args.StandardRestore(_abstract(like)), step), like)
-        expected = self._restore("digest", ocp.args.JsonRestore(), step)[item]
-        for path, digest in _digest(restored).items():
-            if expected.get(path) != digest:
-                raise CheckpointError(f"checkpoint step {step} in {self.directory} is corrupted: {item}{path} "
-                                      "does not match the digest written with it")
+        targets = _targets(like, None, None) if targets is None else targets
+        restored = _data_to_keys(self._restore(item, ocp.args.StandardRestore(targets), step), like)
+        expected = self._restore("digest", DigestRestore(), step)[item]
+        bad = mismatches(restored, expected)
+        if bad:
+            raise CheckpointError(f"checkpoint step {step} in {self.directory} is corrupted: {item}{bad[0]} "
+                                  "does not match the digest written with it")
         return restored
 
     def _restore(self, item: str, args: Any, step: int | None) -> Any:
@@ -198,7 +241,7 @@ def config_differences(saved: dict[str, Any], current: dict[str, Any], defaults:
 
     def strip(config: dict[str, Any]) -> dict[str, Any]:
         run = {k: v for k, v in config.get("run", {}).items() if k not in may_change}
-        return {**{k: v for k, v in config.items() if k != "run_dir"}, "run": run}
+        return {**{k: v for k, v in config.items() if k not in ("run_dir", "topology")}, "run": run}
 
     return _differences(strip(saved), strip(current), "")
 
@@ -291,34 +334,67 @@ class RunCheckpoints:
             self.config = {**config, "run_dir": os.path.abspath(run_dir)}
         self._directory, self._keep = directory, settings.keep
         self.checkpointer: Checkpointer | None = None  # opened (its folder created) at the first save
-        self.last_saved: int | None = None
+        self.last_saved: int | None = None  # the last step known to be on disk
+        self.in_flight: int | None = None  # the step being written in the background
+        self.resharded: dict[str, int] | None = None  # what `restore` moved between learner-shard counts
 
     @property
     def directory(self) -> str | None:
         return self._directory
 
-    def restore(self, like: Any) -> Any:
-        """The state to resume from, laid out like `like`, or `like` itself when not resuming."""
+    def restore(self, like: Any, placement: Placement | None = None) -> Any:
+        """The state to resume from on `placement`'s mesh (`Checkpointer.restore_onto`; without a
+        placement, laid out like `like`), or `like` itself when not resuming. A checkpoint of another
+        learner-shard count goes through `placement.reshard`, whose counts `self.resharded` keeps."""
         if self.resume is None:
             return like
         source = Checkpointer(self.resume.directory, read_only=True)
         try:
-            return source.restore_state(like, self.resume.update)
+            if placement is None:
+                return source.restore_state(like, self.resume.update)
+            saved = saved_topology(self.resume.config).get("learner_shards")
+            restored = source.restore_onto(like, placement, saved, self.resume.update)
         finally:
             source.close()
+        if saved is None or saved == placement.learner_shards:
+            return restored
+        state, self.resharded = placement.reshard(like, restored, saved)
+        return state
 
-    def save(self, update: int, state: Any, params: Any) -> None:
-        if self._directory is not None and update != self.last_saved:
-            if self.checkpointer is None:
-                self.checkpointer = Checkpointer(self._directory, self._keep)
-            self.checkpointer.save(update, state, params, self.config)
-            self.last_saved = update
+    def save(self, update: int, state: Any, params: Any, topology: dict[str, int] | None = None) -> None:
+        """Starts saving `update` in the background (module docstring), with `topology` (`saved_topology`)
+        in its config; the save before it is waited for first."""
+        if self._directory is None or update in (self.last_saved, self.in_flight):
+            return
+        if self.checkpointer is None:
+            self.checkpointer = Checkpointer(self._directory, self._keep)
+        config = {**self.config, "topology": topology} if topology else self.config
+        self.checkpointer.save(update, state, params, config, wait=False)
+        self.last_saved = self.in_flight if self.in_flight is not None else self.last_saved  # waited for above
+        self.in_flight = update
+
+    def wait(self) -> None:
+        """Waits until the save in flight is on disk."""
+        if self.checkpointer is not None and self.in_flight is not None:
+            self.checkpointer.wait()
+            self.last_saved, self.in_flight = self.in_flight, None
 
     def describe_last(self) -> str:
-        if self.last_saved is None:
-            return "no checkpoint was saved in this run"
-        return f"last good checkpoint: update {self.last_saved} in {self.directory}"
+        """The last good checkpoint (on disk: a save still in flight is not), for error messages."""
+        if self.last_saved is not None:
+            return f"last good checkpoint: update {self.last_saved} in {self.directory}"
+        if self.resume is not None:
+            return f"last good checkpoint: update {self.resume.update} in {self.resume.directory} (resumed from)"
+        return "no checkpoint was saved in this run"
 
     def close(self) -> None:
+        """Waits for the save in flight, then closes the folder."""
         if self.checkpointer is not None:
+            self.wait()
             self.checkpointer.close()
+
+
+def saved_topology(config: dict[str, Any]) -> dict[str, int]:
+    """Where a run stood at a checkpoint, from its saved config: `{"processes": P, "learner_shards": D,
+    "env_steps": N}` (N: the logged env-step count); {} for a checkpoint written before it was recorded."""
+    return dict(config.get("topology") or {})

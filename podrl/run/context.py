@@ -4,12 +4,16 @@ Both training loops (`podrl.anakin.train`, `podrl.sebulba.train`) open a
 `RunContext` and differ only in how they produce and consume trajectories:
 
     with RunContext(config, agent_config) as run:   # checks a resume first
-        state = run.restore(fresh_state)                        # the checkpoint's, or fresh
+        state = run.restore(fresh_state, placement)             # the checkpoint's (on this mesh), or fresh
         for update in ...range(run.start, run.limit)...:
             ...
-            if run.after_update(update, state, params):         # periodic saves; True = stop asked
+            if run.after_update(update, state, params):         # periodic saves; True = stop agreed
                 break
         stopped_by = run.finish(update, state, params)           # final save
+
+Saves run in the background (`podrl.run.checkpoint`); leaving the context waits for the last.
+With several processes a stop signal to any of them stops all after the same call
+(`podrl.run.control.stop_requests`, `podrl.run.preemption`).
 
 Resuming (`config.checkpoint.resume`) continues the same run: the checkpoint's
 config is checked before anything is written or compiled (the env and the agent are
@@ -18,7 +22,9 @@ built before the run, by the layout's `setup.py`), only the fields declared
 update, logging continues in the run directory the checkpoint was written from
 (`metrics.jsonl` appended, TensorBoard purged past the checkpoint, steps and
 wall time continuing), and a total that does not go past the checkpoint is a
-`ConfigError` on `total_steps`.
+`ConfigError` on `total_steps`. A checkpoint of another process or learner-shard count is
+restored onto this run's mesh (`podrl.core.learner_state.Placement`); its env-step count (saved
+with it) goes on exactly, and what moved or was dropped is said (`resume_note`).
 """
 
 from __future__ import annotations
@@ -29,14 +35,15 @@ from typing import Any
 import jax
 import numpy as np
 
-from podrl.run.checkpoint import ResumePoint, RunCheckpoints, find_resume_point
+from podrl.run.checkpoint import ResumePoint, RunCheckpoints, find_resume_point, saved_topology
 from podrl.run.config import RunConfig
 from podrl.run.config_json import resolved_config
 from podrl.core.errors import ConfigError
 from podrl.core.keys import eval_seed
 from podrl.run.logging import RunLogger
 from podrl.run.options import may_change_on_resume
-from podrl.run.control import SaveSchedule, StopRequests
+from podrl.run.control import SaveSchedule, stop_requests
+from podrl.core.learner_state import Placement
 from podrl.core.types import AgentConfig
 
 class RunContext:
@@ -59,6 +66,9 @@ class RunContext:
             defaults = resolved_config(layout, type(config)(), type(agent_config)())
             resume = find_resume_point(config.checkpoint, resolved, defaults, may_change_on_resume(type(config)))
         self.start = resume.update if resume is not None else 0
+        saved_steps = saved_topology(resume.config).get("env_steps") if resume is not None else None
+        self._steps_at_start = config.logged_steps(self.start, jax.process_count()) if saved_steps is None \
+            else int(saved_steps)  # a checkpoint of another process count: its own count goes on
         _check_total(config, self.start)
         stop_after = config.checkpoint.stop_after_updates
         self.limit = min(config.num_updates, self.start + stop_after) if stop_after else config.num_updates
@@ -71,8 +81,11 @@ class RunContext:
         except BaseException:
             self.logger.close()
             raise
-        self._stop = StopRequests()
+        self._stop = stop_requests()
+        self._calls = 0  # training calls done by this job: the stop agreement's counter
         self._schedule = SaveSchedule(config.checkpoint.every_updates, config.checkpoint.every_seconds, self.start)
+        self._learner_shards: int | None = None  # the placement's, once restored (recorded with each save)
+        self.resume_note: str | None = None  # what a resume on another learner-shard count moved or dropped
 
     def __enter__(self) -> "RunContext":
         self._stop.__enter__()
@@ -83,13 +96,33 @@ class RunContext:
         self.checkpoints.close()
         self.logger.close()
 
-    def restore(self, fresh: Any) -> Any:
-        """The state to start from: the checkpoint's (laid out like `fresh`), or `fresh`."""
-        return self.checkpoints.restore(fresh)
+    def restore(self, fresh: Any, placement: Placement | None = None) -> Any:
+        """The state to start from: the checkpoint's on `placement`'s mesh (`RunCheckpoints.restore`; a
+        checkpoint of another learner-shard count moved by the layout's rule, which this says in a
+        line now, in the closing line and as a `resume/...` record), or `fresh`."""
+        self._learner_shards = placement.learner_shards if placement is not None else None
+        state = self.checkpoints.restore(fresh, placement)
+        moved = self.checkpoints.resharded
+        if moved is not None:
+            saved = saved_topology(self.checkpoints.resume.config)
+            self.resume_note = _reshard_note(saved, jax.process_count(), placement.learner_shards, moved)
+            self.logger.info_everywhere(self.resume_note)
+            if moved:
+                record = {f"resume/{name}": count for name, count in moved.items()}
+                self.logger.log(self._steps_at_start, {"updates": self.start, **record})
+        return state
+
+    def save(self, update: int, state: Any, params: Any) -> None:
+        """Starts saving checkpoint `update` (in the background, `podrl.run.checkpoint`) with where the run stands."""
+        topology = {"processes": jax.process_count(), "env_steps": self.logged_steps(update)}
+        if self._learner_shards is not None:
+            topology["learner_shards"] = self._learner_shards
+        self.checkpoints.save(update, state, params, topology)
 
     def logged_steps(self, updates: int) -> int:
-        """The env-step count logged after `updates` updates (over all processes)."""
-        return self.config.logged_steps(updates, jax.process_count())
+        """The env-step count logged after `updates` updates (over all processes): the checkpoint's count
+        plus what this job's processes added since (exact across a change of process count)."""
+        return self._steps_at_start + self.config.logged_steps(updates - self.start, jax.process_count())
 
     def eval_seed(self, update: int) -> int:
         """The seed of the greedy evaluation after `update` updates (`podrl.core.keys.eval_seed`)."""
@@ -97,15 +130,20 @@ class RunContext:
 
     @property
     def stop_requested(self) -> str | None:
-        """"SIGINT"/"SIGTERM" once such a signal asked the run to stop, else None."""
-        return self._stop.received
+        """"SIGINT"/"SIGTERM" once such a signal stopped the run (in a multi-process run: once every
+        process agreed to stop, whichever process got it), else None."""
+        return self._stop.reason()
 
     def after_update(self, update: int, state: Any, params: Any) -> bool:
-        """Call after each logged update: saves a periodic checkpoint when due; True when asked to stop."""
-        if self.stop_requested:
+        """Call after each training call (every process, every call): saves a periodic checkpoint when
+        due; True when a stop signal asked the run to stop (with several processes: when they all
+        agreed to stop after this call, `podrl.run.preemption`)."""
+        stop = self._stop.agreed(self._calls)
+        self._calls += 1
+        if stop:
             return True
         if self._schedule.due(update):
-            self.checkpoints.save(update, state, params)
+            self.save(update, state, params)
             self._schedule.saved(update)
         return False
 
@@ -115,12 +153,14 @@ class RunContext:
         Returns what stopped the run early ("SIGINT", "SIGTERM",
         "stop_after_updates"), or None when it ran to its total.
         """
-        self.checkpoints.save(update, state, params)
+        self.save(update, state, params)
         stopped_by = self.stop_requested or ("stop_after_updates" if update < self.config.num_updates else None)
+        by = self._stop.describe() if self.stop_requested else stopped_by  # a pod's says which process(es) asked
         greedy = format_return(eval_return)
         where = f"; checkpoint in {self.checkpoints.directory}" if self.checkpoints.directory else ""
-        self.logger.info(f"{'stopped by ' + stopped_by if stopped_by else 'done'} at update {update}: "
-                         f"{sps:,.0f} SPS, greedy return {greedy}{where}")
+        moved = f"; {self.resume_note}" if self.resume_note else ""
+        self.logger.info_everywhere(f"{'stopped by ' + by if stopped_by else 'done'} at update {update}: "
+                                    f"{sps:,.0f} SPS, greedy return {greedy}{where}{moved}")
         return stopped_by
 
     def note_failure(self, error: BaseException) -> None:
@@ -157,3 +197,18 @@ def _check_total(config: RunConfig, start: int) -> None:
         raise ConfigError("total_steps", f"{config.total_steps:,} steps ({config.num_updates} updates) do not go past "
                           f"the checkpoint, which is at update {start} ({start * config.steps_per_update:,} steps); "
                           f"give a larger --total-steps to continue training")
+
+
+def _reshard_note(saved: dict[str, int], processes: int, shards: int, moved: dict[str, int]) -> str:
+    """One line on a resume onto another learner-shard count: what moved, what was dropped."""
+    def where(p: Any, d: Any) -> str:
+        return f"{p} process{'es' if p != 1 else ''} with {d} learner shard{'s' if d != 1 else ''} in all"
+
+    head = f"resumed on another topology: {where(saved.get('processes', '?'), saved['learner_shards'])} -> " \
+           f"{where(processes, shards)}"
+    if not moved:
+        return head
+    if "restarted" in moved:
+        return f"{head}; the per-shard state (the agent gives no rule to move it) restarted empty"
+    return f"{head}; per-shard state (replay) kept {moved['kept']:,} items, dropped {moved['dropped']:,}" + \
+        (" (the oldest of each shard; the buffers refill as training goes on)" if moved["dropped"] else "")

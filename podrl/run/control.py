@@ -1,4 +1,10 @@
-"""What both layouts' training loops share: stop requests (SIGINT/SIGTERM) and the save schedule."""
+"""What both layouts' training loops share: stop requests (SIGINT/SIGTERM) and the save schedule.
+
+`stop_requests()` is a run's stop requests: `StopRequests` for one process (a signal stops it
+after the current call), `podrl.run.preemption.PodStopRequests` when the run has several
+processes (a signal to any one stops every one after the same call). Both answer
+`agreed(call)` after each training call, `reason()` and `describe()` after the stop.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,8 @@ import signal
 import threading
 import time
 from types import FrameType
+
+import numpy as np
 
 
 class StopRequests:
@@ -24,6 +32,7 @@ class StopRequests:
 
     def __enter__(self) -> "StopRequests":
         if threading.current_thread() is threading.main_thread():
+            self._before_install()
             for sig in self.SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
@@ -35,10 +44,41 @@ class StopRequests:
                 previous(signum, frame)
             return
         self.received = signal.Signals(signum).name
+        self._asked()
+
+    def _before_install(self) -> None:
+        """Runs in the main thread before the handlers go in (a subclass's hook)."""
+
+    def _asked(self) -> None:
+        """Runs once the first request is recorded in `received` (a subclass's hook)."""
+
+    def agreed(self, call: int) -> bool:
+        """True once a signal asked this (single-process) run to stop; `call` is the training call just done."""
+        del call
+        return self.received is not None
+
+    def reason(self) -> str | None:
+        """The signal that stopped the run ("SIGINT", "SIGTERM"), or None."""
+        return self.received
+
+    def describe(self) -> str | None:
+        """Who stopped the run, for the closing line (one process: the signal's name)."""
+        return self.received
 
     def __exit__(self, *exc) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+
+def stop_requests() -> "StopRequests":
+    """This run's stop requests: `StopRequests` in a single-process run, else a `PodStopRequests` (module doc)."""
+    import jax
+
+    if jax.process_count() == 1:
+        return StopRequests()
+    from podrl.run.preemption import PodStopRequests
+
+    return PodStopRequests()
 
 
 class SaveSchedule:
@@ -49,9 +89,24 @@ class SaveSchedule:
         self.last_update, self.last_time = start_update, time.monotonic()
 
     def due(self, update: int) -> bool:
+        """Whether to save after `update`; with several processes, a time-based save is process 0's
+        clock's decision, broadcast (every process must save the same updates: a save is collective)."""
         by_count = self.every_updates > 0 and update - self.last_update >= self.every_updates
         by_time = self.every_seconds > 0 and time.monotonic() - self.last_time >= self.every_seconds
+        if self.every_seconds > 0:
+            by_time = _process_0s(by_time)
         return by_count or by_time
 
     def saved(self, update: int) -> None:
         self.last_update, self.last_time = update, time.monotonic()
+
+
+def _process_0s(decision: bool) -> bool:
+    """Process 0's `decision`, on every process (itself with one process)."""
+    import jax
+
+    if jax.process_count() == 1:
+        return decision
+    from jax.experimental import multihost_utils
+
+    return bool(multihost_utils.broadcast_one_to_all(np.asarray(decision)))

@@ -4,7 +4,7 @@ A layout gives a `Program` (`podrl.anakin.program.AnakinProgram`, `podrl.sebulba
 how to init, compile and start it, how far one training call goes, the call itself, evaluation.
 Everything else happens here, the same way in both layouts:
 
-    state = run.restore(program.init())           # the checkpoint's, or fresh
+    state = run.restore(program.init(), program.placement())   # the checkpoint's (on this mesh), or fresh
     compile, info lines, profiler
     while updates remain:
         call: updates first..last-1 -> (state, record or None)   # NaN/Inf check inside
@@ -24,7 +24,13 @@ waited are logged as `eval_wait_s` in that point's record) and after the loop, a
 Failures: a `NonFiniteError` (a NaN loss, or a NaN/Inf reward or observation from the env) gets
 the last good checkpoint as a note and stops the run; any other failure (an actor, the user's
 env, a timeout) first checkpoints the learner's work when the program can (`save_on_failure`),
-and its message says which checkpoint that is.
+and its message says which checkpoint that is. With several processes a save is collective, so
+a failure is never checkpointed; a failure that is another process's loss (a collective fails
+when a peer dies) is told from the others by `podrl.run.preemption.lost_processes` and raised as
+`ProcessLost`, naming the lost process(es) and the last good checkpoint.
+
+Stops: `run.after_update` is asked after every call on every process; with several processes a
+stop signal to any of them is agreed there (`podrl.run.preemption`), so all stop after one call.
 """
 
 from __future__ import annotations
@@ -32,7 +38,10 @@ from __future__ import annotations
 import time
 from typing import Any, NamedTuple, Protocol
 
+import jax
+
 from podrl.core.errors import NonFiniteError
+from podrl.core.learner_state import Placement
 from podrl.run.eval_worker import EvalWorker, snapshot
 from podrl.run.profiling import CallProfiler
 from podrl.run.context import RunContext, format_return
@@ -48,6 +57,9 @@ class Program(Protocol):
 
     def init(self) -> Any:
         """A fresh training state (the driver restores a checkpoint over it when resuming)."""
+
+    def placement(self) -> Placement:
+        """How the state lies on the mesh: what a checkpoint is restored onto (`podrl.core.learner_state`)."""
 
     def compile(self, state: Any) -> float:
         """Compiles what training runs; returns the seconds it took."""
@@ -108,7 +120,7 @@ class _Loop:
 
 def drive(program: Program, run: RunContext) -> Driven:
     """Runs `program` from `run.start` to `run.limit` (see the module docstring)."""
-    state = run.restore(program.init())
+    state = run.restore(program.init(), program.placement())
     compile_seconds = program.compile(state)
     for line in program.start(state, run.start, run.limit, compile_seconds):
         run.logger.info(line)
@@ -125,16 +137,30 @@ def drive(program: Program, run: RunContext) -> Driven:
     except NonFiniteError as error:
         run.note_failure(error)
         raise
-    except BaseException as error:  # an actor, env or timeout failure: keep the learner's work
-        if program.save_on_failure:
-            run.checkpoints.save(loop.done, loop.state, program.params(loop.state))
-            error.add_note(f"the learner's work before the failure was checkpointed: {run.checkpoints.describe_last()}")
+    except BaseException as error:  # an actor, env or timeout failure, or a lost process
+        _after_failure(program, run, loop, error)
         raise
     finally:
         profiler.stop()
     sps = program.env_steps_of(loop.done - run.start) / max(loop.train_seconds, 1e-9)
     stopped_by = run.finish(loop.done, loop.state, program.params(loop.state), sps, loop.eval_return)
     return Driven(loop.state, loop.history, loop.eval_return, compile_seconds, sps, stopped_by)
+
+
+def _after_failure(program: Program, run: RunContext, loop: _Loop, error: BaseException) -> None:
+    """Keeps the learner's work after a failed call when the program can (one process); with several
+    processes, raises `ProcessLost` when the failure is a lost process (module docstring)."""
+    if jax.process_count() > 1:
+        from podrl.run.preemption import ProcessLost, answer_timeout_s, lost_processes
+
+        lost = lost_processes(answer_timeout_s()) if isinstance(error, Exception) else []
+        if lost:
+            raise ProcessLost(lost, f"after update {loop.done}", run.checkpoints.describe_last()) from error
+        return
+    if program.save_on_failure:
+        run.save(loop.done, loop.state, program.params(loop.state))
+        run.checkpoints.wait()
+        error.add_note(f"the learner's work before the failure was checkpointed: {run.checkpoints.describe_last()}")
 
 
 def _count_calls(program: Program, start: int, limit: int) -> int:

@@ -135,6 +135,14 @@ class RunLogger:
         if self.enabled and self.settings.console:
             print(f"[{self.tag}] {message}", flush=True)
 
+    def info_everywhere(self, message: str) -> None:
+        """`info` on process 0; every other process prints `[<tag> p<index>] message` (a multi-process
+        run's closing line: each process says where and why it stopped)."""
+        if self.enabled:
+            self.info(message)
+        elif self.settings.console:
+            print(f"[{self.tag} p{jax.process_index()}] {message}", flush=True)
+
     def close(self) -> None:
         if self._jsonl is not None:
             self._jsonl.close()

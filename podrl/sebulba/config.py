@@ -28,8 +28,8 @@ class SebulbaConfig(RunConfig):
     """Step bound of one evaluation episode."""
     actor_devices: tuple[int, ...] = (0,)
     """Indices (into the local devices) of the devices that run policy inference."""
-    learner_devices: tuple[int, ...] | None = None
-    """Indices of the learner devices; None = every local device not acting (the actor device if it is the only one)."""
+    learner_devices: tuple[int, ...] | None = option(None, on_resume=MAY_CHANGE)
+    """Indices of the learner devices; None = every local device not acting (the actor device if it is the only one). May change on resume."""
     threads_per_actor_device: int = 1
     """Actor threads per actor device, each with its own envs, queue and PRNG key."""
     envs_per_thread: int = 8

@@ -37,7 +37,8 @@ from podrl.core.distributed import host_sum, is_main_process
 from podrl.run.evaluation import evaluate_host_greedy
 from podrl.core.finite import InputCounts, check_evaluation, check_training, rows_with_nonfinite
 from podrl.core.keys import base_key, seed_keys
-from podrl.core.learner_state import init_on_mesh
+from podrl.core.learner_state import Placement, init_on_mesh, reshard_train_state, train_state_shard_axes, \
+    train_state_spec
 from podrl.core.mesh import local_replica
 from podrl.core.parallel import DATA_AXIS
 from podrl.sebulba.rollout import ActorLink, ActorPolicy, ActorPool, ActorThread, make_act_step, reset_env, warm_up
@@ -81,6 +82,13 @@ class SebulbaProgram:
     def init(self) -> TrainState:
         """The fresh train state on the learner mesh."""
         return init_on_mesh(self.agent, self.keys.params, self.spec, self.mesh)
+
+    def placement(self) -> Placement:
+        """The train state on the learner mesh (`podrl.core.learner_state`): `shard_state` `[D, ...]` is per
+        learner shard and moves by the agent's rule onto another shard count (the host envs, never saved,
+        start fresh episodes on every resume)."""
+        return Placement(self.mesh, train_state_spec(), train_state_shard_axes(),
+                         lambda fresh, restored, _: reshard_train_state(self.agent.reshard_state, restored, fresh, 0))
 
     def compile(self, state: TrainState) -> float:
         """Resets the envs, compiles inference on every actor device and the learner step."""
