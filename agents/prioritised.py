@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from podrl.agents import replay as replay_lib
 from podrl.agents import sum_tree
@@ -209,3 +210,15 @@ def sequence_priority(td_abs: Array, eta: float) -> Array:
     """`[n]` priorities of `n` sequences' absolute TD errors `[n, m]`: eta max_t + (1 - eta) mean_t
     (R2D2, Kapturowski et al. 2019, sec. 2: eta 0.9); with m = 1 it is |delta| (Ape-X)."""
     return eta * jnp.max(td_abs, axis=-1) + (1.0 - eta) * jnp.mean(td_abs, axis=-1)
+
+
+def refill(replays: PrioritisedReplay, count: int) -> tuple[PrioritisedReplay, dict[str, int]]:
+    """`Agent.reshard_state` of prioritised replays (host arrays, leaves `[D, ...]`): a sequence's steps
+    and priority follow its shard's env columns, which another shard count changes, so `count` empty
+    replays of the same capacity (max priority 1, as `init`), which training refills; returns them and
+    `{"kept": 0, "dropped": steps}`."""
+    size = np.asarray(replays.steps.size)
+    empty = jax.tree.map(lambda x: np.zeros((count,) + np.shape(x)[1:], np.asarray(x).dtype), replays)
+    empty = empty._replace(priorities=empty.priorities._replace(
+        max_priority=np.ones_like(empty.priorities.max_priority)))
+    return empty, {"kept": 0, "dropped": int(size.sum())}

@@ -52,7 +52,7 @@ def make_agent(config: DQNConfig, env_spec: EnvSpec, total_updates: int) -> Agen
     """The DQN agent for `env_spec` (discrete actions: ConfigError("env") otherwise);
     `total_updates` calls of `update` decay epsilon over the first `epsilon_decay_fraction`."""
     return q_agent("dqn", config, env_spec, total_updates, make_optimizer, make_loss_fn, _update, init=_init,
-                   reshard_state=replay.redistribute)
+                   reshard_state=prioritised.refill if config.prioritised else replay.redistribute)
 
 
 def _init(parts: QParts, key: Array, env_spec: EnvSpec) -> TrainState:

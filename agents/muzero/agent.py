@@ -112,7 +112,8 @@ def agent_from_parts(parts: MuZeroParts) -> Agent:
         act=functools.partial(search.act, config, network),
         act_greedy=functools.partial(search.act_greedy, config, network),
         update=functools.partial(replay_update, replay_pieces(parts)),
-        reshard_state=replay.refill,  # its windows follow each shard's env layout, which a new shard count changes
+        # its windows follow each shard's env layout, which a new shard count changes
+        reshard_state=prioritised.refill if config.prioritised else replay.refill,
     )
 
 

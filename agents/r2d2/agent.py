@@ -93,6 +93,7 @@ def make_agent(config: R2D2Config, env_spec: EnvSpec, total_updates: int) -> Age
         act=functools.partial(act, parts),
         act_greedy=functools.partial(act_greedy, parts),
         update=functools.partial(replay_update, replay_pieces(parts)),
+        reshard_state=prioritised.refill,  # sequences follow each shard's env columns
     )
 
 

@@ -129,3 +129,23 @@ def test_layouts_that_cannot_hold_sequences_are_explained():
                               {"state": jax.ShapeDtypeStruct((), jnp.float32)})
     with pytest.raises(ValueError, match="plus one sequence"):
         prioritised.add(replay, rollout_items(0), WINDOW, PERIOD, ALPHA)
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_refill_onto_another_shard_count_gives_fresh_replays_and_counts_what_it_dropped(count):
+    """A resume on another learner-shard count (`Agent.reshard_state`): `count` replays equal to fresh
+    ones (empty, no drawable sequence, max priority 1) and every stored step counted as dropped."""
+    one = prioritised.init(ROWS * B, {"obs": jax.ShapeDtypeStruct((), jnp.float32)}, PERIOD,
+                           {"state": jax.ShapeDtypeStruct((), jnp.float32)})
+    filled = one
+    for k in range(3):
+        filled = prioritised.add(filled, rollout_items(k * T), WINDOW, PERIOD, ALPHA)
+    assert float(filled.priorities.tree.nodes[1]) > 0  # sequences were drawable
+    saved = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), filled, filled)  # 2 shards
+    assert int(saved.steps.size.sum()) > 0
+    new, counts = prioritised.refill(saved, count)
+    fresh = jax.tree.map(lambda x: np.stack([np.asarray(x)] * count), one)
+    assert jax.tree.structure(new) == jax.tree.structure(fresh)
+    for got, want in zip(jax.tree.leaves(new), jax.tree.leaves(fresh), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert counts == {"kept": 0, "dropped": int(saved.steps.size.sum())}
