@@ -164,7 +164,12 @@ class RunContext:
         return stopped_by
 
     def note_failure(self, error: BaseException) -> None:
-        """Adds the last good checkpoint to `error`'s message."""
+        """Adds the last good checkpoint to `error`'s message, once a save still in flight is on disk
+        (the updates before the failure are kept, not only the ones before the last finished save)."""
+        try:
+            self.checkpoints.wait()
+        except Exception as failed:  # noqa: BLE001 - the run's own error is the one to raise
+            error.add_note(f"the save in flight failed too: {failed!r}")
         error.add_note(self.checkpoints.describe_last())
 
 

@@ -142,7 +142,7 @@ def counting_agent() -> Agent:
         noise = jax.random.uniform(key, observation.shape[:1])
         return policy_action(observation), {"seen": observation, "noise": noise}, actor_state
 
-    return Agent(init=init, init_actor_state=lambda b: (), act=act,
+    return Agent(init=init, init_actor_state=lambda b, columns=None: (), act=act,
                  act_greedy=lambda p, s, o: (policy_action(o), s), update=lambda s, t, k: (s, {}))
 
 

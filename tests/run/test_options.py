@@ -25,7 +25,7 @@ SHARED = {"total_steps", "eval_every", "eval_episodes", "eval_max_steps", "eval_
 
 def test_each_layout_declares_which_fields_may_change_on_resume():
     assert may_change_on_resume(AnakinConfig) == SHARED | {"updates_per_call", "num_devices"}
-    assert may_change_on_resume(SebulbaConfig) == SHARED | {"log_every", "learner_devices"}
+    assert may_change_on_resume(SebulbaConfig) == SHARED | {"log_every", "learner_devices", "actor_cpus"}
     assert option_of(SebulbaConfig, "eval_every").on_resume == MAY_CHANGE  # redeclared: keeps RunConfig's option
     assert option_of(AnakinConfig, "num_envs") == option_of(AnakinConfig, "no_such_field")  # the defaults
     assert option_of(AnakinConfig, "num_envs").on_resume == MUST_MATCH
