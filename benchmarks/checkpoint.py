@@ -33,6 +33,7 @@ and two measurements:
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -143,10 +144,12 @@ def measure_signal(name: str, timeout: float) -> dict[str, Any]:
                                 env=child_env(), start_new_session=True)
         seen: dict[str, float] = {}
         pids: dict[int, int] = {}
+        tail: collections.deque[str] = collections.deque(maxlen=12)  # the pod's last lines, for a failed run
         timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
         timer.start()
         try:
             for line in proc.stdout:
+                tail.append(line.rstrip())
                 match = re.match(r"\[launcher\] process (\d+): pid (\d+)", line)
                 if match:
                     pids[int(match.group(1))] = int(match.group(2))
@@ -162,7 +165,7 @@ def measure_signal(name: str, timeout: float) -> dict[str, Any]:
             timer.cancel()
     result = {"wall_seconds": time.perf_counter() - start, "load_1m": os.getloadavg()[0], "exit_code": code}
     if code != 0 or "agreed" not in seen:
-        return {**result, "error": f"exit code {code}, stop seen: {'agreed' in seen}"}
+        return {**result, "error": f"exit code {code}, stop seen: {'agreed' in seen}", "output_tail": list(tail)}
     return {**result, "to_stop_s": seen["agreed"] - seen["signal"], "to_exit_s": exited - seen["signal"],
             "stop_update": seen["update"], "stopped_by": seen["by"]}
 

@@ -125,8 +125,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         "minatar-muzero", "anakin", "muzero",
         "MuZero (Gumbel search, 8 simulations) with the MinAtar CNN on a gymnax MinAtar game, 64 envs x 8 steps, "
         "8 replayed windows per env step.",
-        "this project's recipe search on Breakout-MinAtar (docs/results/minatar-muzero/README.md: what was tried, "
-        "what won): Stoix ff_mz.yaml's rollout, returns, unroll, value weight and grad norm, with Gumbel MuZero's "
+        "this project's issue-41 settings for Breakout-MinAtar (docs/results.md: its report beside PPO and PQN): "
+        "Stoix ff_mz.yaml's rollout, returns, unroll, value weight and grad norm, with Gumbel MuZero's "
         "search (Danihelka et al. 2022) at 8 simulations, 41-atom supports (h^-1(20) ~ 420 covers MinAtar's "
         "returns), lr 1e-3 constant, 64 gradient steps of 64 windows per 512 env steps and a buffer of 1,024 steps "
         "per env; the Young & Tian (2019) MinAtar network; anchors are gymnax's PPO figures (no published MinAtar "
