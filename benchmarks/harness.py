@@ -128,13 +128,18 @@ def run_child(module: str, spec: dict[str, Any], timeout: float, *, load_on_time
 
 
 def baseline_tree(rev: str, into: Path) -> Path:
-    """A folder from which children run this checkout's benchmarks on the `podrl/` package of git
-    revision `rev` (`git archive`; `agents/` and `envs/` stay this checkout's, through the editable
-    install): `into/podrl` is `rev`'s, `into/benchmarks` a copy of this one. Returns `into`."""
+    """A folder from which children run this checkout's benchmarks on git revision `rev`'s code
+    (`git archive`): `into/podrl` is `rev`'s `podrl/`, with `rev`'s `agents/` and `envs/` inside it as
+    `podrl/agents` and `podrl/envs` (found there before the editable install's mapping, so a child
+    imports no module of this checkout's but the benchmarks), `into/benchmarks` a copy of this one.
+    Returns `into`."""
     import shutil
 
-    archive = subprocess.run(["git", "archive", rev, "podrl"], cwd=ROOT, capture_output=True, check=True).stdout
+    archive = subprocess.run(["git", "archive", rev, "podrl", "agents", "envs"], cwd=ROOT, capture_output=True,
+                             check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    for package in ("agents", "envs"):
+        shutil.move(str(into / package), str(into / "podrl" / package))
     shutil.copytree(ROOT / "benchmarks", into / "benchmarks", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
     return into

@@ -53,8 +53,8 @@ Variants of a point: `--env-groups` (SebulbaConfig.env_groups: env batches per t
 alternate), `--pipeline actor` (the learner consumes rollouts without updating:
 `benchmarks.probe_agent`, what the actor loop alone delivers), `--pool N` (a network whose
 inference is cheap: PPO's mlp on frames average-pooled by N, trajectories still full frames) and
-`--baseline REV` (the same point on git revision REV's `podrl/` package, this checkout's
-benchmarks, agents and envs: `benchmarks.harness.baseline_tree`), all interleaved.
+`--baseline REV` (the same point on git revision REV's code, podrl/, agents/ and envs/, with this checkout's
+benchmarks: `benchmarks.harness.baseline_tree`), all interleaved.
 """
 
 from __future__ import annotations
