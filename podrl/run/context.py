@@ -70,6 +70,7 @@ class RunContext:
         self._steps_at_start = config.logged_steps(self.start, jax.process_count()) if saved_steps is None \
             else int(saved_steps)  # a checkpoint of another process count: its own count goes on
         _check_total(config, self.start)
+        _check_folder_not_taken(config.checkpoint.directory, resume)
         stop_after = config.checkpoint.stop_after_updates
         self.limit = min(config.num_updates, self.start + stop_after) if stop_after else config.num_updates
         self.logger = RunLogger(
@@ -171,6 +172,19 @@ class RunContext:
         except Exception as failed:  # noqa: BLE001 - the run's own error is the one to raise
             error.add_note(f"the save in flight failed too: {failed!r}")
         error.add_note(self.checkpoints.describe_last())
+
+
+def _check_folder_not_taken(directory: str | None, resume: ResumePoint | None) -> None:
+    """ConfigError("checkpoint.directory") when this run would write its checkpoints into a folder that
+    holds another run's steps without resuming from it: said before anything is written or compiled,
+    rather than at the run's first save (orbax refuses a step that exists)."""
+    if directory is None or (resume is not None and os.path.abspath(resume.directory) == os.path.abspath(directory)):
+        return
+    steps = sorted(int(name) for name in (os.listdir(directory) if os.path.isdir(directory) else []) if name.isdigit())
+    if steps:
+        raise ConfigError("checkpoint.directory", f"{directory} already holds checkpoints of a run (updates "
+                          f"{', '.join(map(str, steps))}); continue that run with --resume {directory}, or give an "
+                          "empty or new folder")
 
 
 def format_return(value: Any) -> str:

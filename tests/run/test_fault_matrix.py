@@ -254,6 +254,12 @@ def resume_with_other_config(tmp_path, ctx):
     train_anakin(config, dataclasses.replace(AGENT, learning_rate=1e-3))
 
 
+def new_run_into_a_taken_checkpoint_folder(tmp_path, ctx):
+    folder = os.path.join(ctx["checkpoint_run"], "checkpoints")  # holds update 3 of another run
+    config = dataclasses.replace(tiny_anakin_run(None), logging=QUIET, checkpoint=CheckpointConfig(directory=folder))
+    train_anakin(config, AGENT)
+
+
 def truncated_checkpoint(tmp_path, ctx):
     copy = corrupted_copy(ctx["checkpoint_run"], tmp_path, truncate)
     checkpointer = Checkpointer(copy, read_only=True)
@@ -308,6 +314,9 @@ FAULTS = [
     Fault("resume with a different learning_rate and num_envs", resume_with_other_config, ConfigError,
           r"^resume: .*agent\.learning_rate \(checkpoint: 0\.00025, now: 0\.001\).*"
           r"run\.num_envs \(checkpoint: 8, now: 16\)", needs_checkpoint=True),
+    Fault("a new run into a checkpoint folder that holds another run's", new_run_into_a_taken_checkpoint_folder,
+          ConfigError, r"^checkpoint\.directory: \S+/checkpoints already holds checkpoints of a run \(updates 3\); "
+          r"continue that run with --resume", needs_checkpoint=True),
     Fault("truncated checkpoint data", truncated_checkpoint, CheckpointError,
           r"^cannot restore params of step 3 in .*checkpoints: .*not valid", needs_checkpoint=True),
     Fault("garbage checkpoint metadata", garbage_checkpoint_metadata, CheckpointError,

@@ -165,10 +165,11 @@ def test_sebulba_r2d2_two_processes_share_one_learner(tmp_path):
 
 
 def readme_launch_commands() -> dict[str, list[str]]:
-    """The `podrl launch` commands of README.md and docs/*.md (continuation lines joined), by the training
-    subcommand they launch (`... -- podrl anakin ...`)."""
+    """The CPU-pod `podrl launch` commands of README.md and docs/*.md (continuation lines joined), by the
+    training subcommand they launch (`... -- podrl anakin ...`); the supervisor demo (`--supervise`) has
+    its own test (tests/system/test_preemption.py)."""
     text = "\n".join(page.read_text() for page in doc_paths()).replace("\\\n", " ")
-    lines = [line.split() for line in text.splitlines() if line.startswith("podrl launch ")]
+    lines = [line.split() for line in text.splitlines() if line.startswith("podrl launch ") and "--supervise" not in line]
     return {words[words.index("--") + 2]: words for words in lines}
 
 
