@@ -46,6 +46,11 @@ def test_an_update_sets_the_drawn_windows_priorities_to_the_root_value_error():
     and every other leaf is as it was."""
     agent = CONFIG.make_agent(SPEC, 10)
     state = agent.init(jax.random.key(0), SPEC)
+    # fresh heads predict values near 0, where |v - z| and |z| agree: perturb the online params so that
+    # the prediction counts (the target network stays the fresh copy)
+    noise = jax.random.split(jax.random.key(3), len(jax.tree.leaves(state.params)))
+    state = state._replace(params=jax.tree.unflatten(jax.tree.structure(state.params), [
+        x + 0.3 * jax.random.normal(k, x.shape, x.dtype) for x, k in zip(jax.tree.leaves(state.params), noise)]))
     keys = jax.random.split(jax.random.key(1), 3)
     obs = jax.nn.one_hot(jax.random.randint(keys[0], (T + 1, B), 0, 4), 4)
     reward = jax.random.uniform(keys[1], (T, B), minval=-2.0, maxval=3.0)
@@ -72,6 +77,8 @@ def test_an_update_sets_the_drawn_windows_priorities_to_the_root_value_error():
     value = root(network, CONFIG.support_size, state.params, windows.observation[:, 0]).value
     want = np.abs(np.asarray(value) - np.asarray(batch.targets.value[:, 0]))
     assert np.min(np.abs(want - 1.0)) > 1e-3  # no window's error is the initial priority by chance
+    # the prediction matters: |z| alone (a priority without the prediction) differs from every |v - z|
+    assert np.min(np.abs(want - np.abs(np.asarray(batch.targets.value[:, 0])))) > 1e-2
     got = leaves[drawable]
     drawn = np.abs(got - 1.0) > 1e-6
     assert 1 <= drawn.sum() <= CONFIG.batch_size
