@@ -216,9 +216,10 @@ def refill(replays: PrioritisedReplay, count: int) -> tuple[PrioritisedReplay, d
     """`Agent.reshard_state` of prioritised replays (host arrays, leaves `[D, ...]`): a sequence's steps
     and priority follow its shard's env columns, which another shard count changes, so `count` empty
     replays of the same capacity (max priority 1, as `init`), which training refills; returns them and
-    `{"kept": 0, "dropped": steps}`."""
-    size = np.asarray(replays.steps.size)
-    empty = jax.tree.map(lambda x: np.zeros((count,) + np.shape(x)[1:], np.asarray(x).dtype), replays)
-    empty = empty._replace(priorities=empty.priorities._replace(
-        max_priority=np.ones_like(empty.priorities.max_priority)))
-    return empty, {"kept": 0, "dropped": int(size.sum())}
+    `{"kept": 0, "dropped": steps}` (the step rings go through `replay.refill`)."""
+    steps, counts = replay_lib.refill(replays.steps, count)
+    empty = jax.tree.map(lambda x: np.zeros((count,) + np.shape(x)[1:], np.asarray(x).dtype),
+                         (replays.start_state, replays.priorities))
+    start_state, priorities = empty
+    priorities = priorities._replace(max_priority=np.ones_like(priorities.max_priority))
+    return PrioritisedReplay(steps, start_state, priorities), counts
