@@ -36,6 +36,8 @@ import threading
 import time
 from typing import Callable
 
+from podrl.run.checkpoint_folder import complete_steps
+
 GRACE_S = 10.0
 """Seconds a signalled process gets to exit before it is killed."""
 LOSS_GRACE_S = 30.0
@@ -215,8 +217,7 @@ def option_value(command: list[str], flag: str) -> str | None:
 def last_checkpoint(directory: str | None) -> int | None:
     """The latest complete checkpoint's update in `directory` (an orbax step folder is named by its
     step alone; one being written has a suffix), printed with the folder; None when there is none."""
-    steps = [int(name) for name in os.listdir(directory) if name.isdigit()] if directory and os.path.isdir(directory) \
-        else []
+    steps = complete_steps(directory)
     if directory is not None:
         print(f"[launcher] last good checkpoint: update {max(steps)} in {directory}" if steps
               else f"[launcher] no complete checkpoint in {directory}", flush=True)

@@ -35,6 +35,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from podrl.run.checkpoint_folder import complete_steps
 from podrl.run.checkpoint import ResumePoint, RunCheckpoints, find_resume_point, saved_topology
 from podrl.run.config import RunConfig
 from podrl.run.config_json import resolved_config
@@ -180,7 +181,7 @@ def _check_folder_not_taken(directory: str | None, resume: ResumePoint | None) -
     rather than at the run's first save (orbax refuses a step that exists)."""
     if directory is None or (resume is not None and os.path.abspath(resume.directory) == os.path.abspath(directory)):
         return
-    steps = sorted(int(name) for name in (os.listdir(directory) if os.path.isdir(directory) else []) if name.isdigit())
+    steps = complete_steps(directory)
     if steps:
         raise ConfigError("checkpoint.directory", f"{directory} already holds checkpoints of a run (updates "
                           f"{', '.join(map(str, steps))}); continue that run with --resume {directory}, or give an "
