@@ -16,16 +16,17 @@ shard state's shapes (`podrl.core.learner_state.shard_state_bytes`).
 
     python -m benchmarks.r2d2_sebulba                                  # gymnax Breakout-MinAtar, 1 and 2 threads
     python -m benchmarks.r2d2_sebulba --threads 1 2 4 --updates 24 --out r2d2.json
+    python -m benchmarks.r2d2_sebulba --threads 1 --quick                 # smoke test
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import time
+
+from benchmarks.harness import configure_cpu_devices, finish, fmt, load_note, loads_of, new_parser, table
 
 
 def replay_bytes(config, spec) -> dict[str, float]:
@@ -68,47 +69,55 @@ def measure(env: str, threads: int, envs_per_thread: int, updates: int, agent_co
             "compile_seconds": result.compile_seconds, **stage}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+QUICK_UPDATES = 3
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The harness's shared flags (--out, --quick, --note) and this benchmark's."""
+    parser = new_parser(__doc__, quick=f"{QUICK_UPDATES} updates per point (smoke test, numbers meaningless)")
     parser.add_argument("--env", default="gymnax:Breakout-MinAtar")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--envs-per-thread", type=int, default=16)
     parser.add_argument("--updates", type=int, default=16)
-    parser.add_argument("--out", help="write the rows as JSON here")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    import jax
 
-    jax.config.update("jax_num_cpu_devices", 2)
+def report(env: str, envs_per_thread: int, rows: list[dict], replay: dict[str, float]) -> str:
+    """The markdown table of `rows`, the replay's bytes and the host load."""
+    lines = table((">actor threads", ">env steps/s", ">learner sequences/s", ">env s/update", ">inference s/update",
+                   ">learner s/update"),
+                  ((r["threads"], fmt(r["steps_per_second"], ",.0f"), fmt(r["learner_sequences_per_second"], ",.0f"),
+                    fmt(r["time/env_step_s"], ".3f"), fmt(r["time/inference_s"], ".3f"),
+                    fmt(r["time/learner_step_s"], ".3f")) for r in rows))
+    return (f"R2D2 Sebulba on {env}, {envs_per_thread} envs per thread, minatar-r2d2's agent, lag 1\n\n{lines}\n\n"
+            f"replay: {replay['step']:.0f} bytes per step, {replay['stored_sequence']:,.0f} per stored sequence (incl. "
+            f"its {replay['start_state']:.0f}-byte core state), {replay['replayed_window']:,.0f} per replayed window."
+            + load_note(loads_of(rows)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    start = time.perf_counter()
+    configure_cpu_devices(2)
     from podrl.agents.r2d2 import R2D2Config
     from podrl.cli.presets import PRESETS
     from podrl.envs.adapters.make import make_host_env
     from podrl.envs.types import EnvSpec
 
     fields = dict(PRESETS["minatar-r2d2"].agent_fields)
+    updates = QUICK_UPDATES if args.quick else args.updates
     rows = []
     for threads in args.threads:
         columns = threads * args.envs_per_thread
         config = R2D2Config(**{**fields, "min_fill": (fields["burn_in"] + fields["sequence_length"]) * columns})
-        rows.append(measure(args.env, threads, args.envs_per_thread, args.updates, config))
+        rows.append({**measure(args.env, threads, args.envs_per_thread, updates, config),
+                     "load_1m": os.getloadavg()[0]})
     host = make_host_env(args.env, 1)
     spec = EnvSpec(host.observation_spec(), host.action_spec())
     host.close()
-    doc = {"env": args.env, "replay_bytes": replay_bytes(config, spec), "rows": rows, "jax_version": jax.__version__,
-           "cpu_count": os.cpu_count(), "machine": platform.machine(), "timestamp": time.strftime("%Y-%m-%d %H:%M")}
-    print(f"R2D2 Sebulba on {args.env}, {args.envs_per_thread} envs per thread, minatar-r2d2's agent, lag 1")
-    print("| actor threads | env steps/s | learner sequences/s | env s/update | inference s/update | learner s/update |")
-    print("|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['threads']} | {r['steps_per_second']:,.0f} | {r['learner_sequences_per_second']:,.0f} | "
-              f"{r['time/env_step_s']:.3f} | {r['time/inference_s']:.3f} | {r['time/learner_step_s']:.3f} |")
-    b = doc["replay_bytes"]
-    print(f"replay: {b['step']:.0f} bytes per step, {b['stored_sequence']:,.0f} per stored sequence (incl. its "
-          f"{b['start_state']:.0f}-byte core state), {b['replayed_window']:,.0f} per replayed window")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(doc, f, indent=1)
-    return 0
+    replay = replay_bytes(config, spec)
+    return finish("r2d2_sebulba", args, rows, report(args.env, args.envs_per_thread, rows, replay), start,
+                  env=args.env, envs_per_thread=args.envs_per_thread, updates=updates, replay_bytes=replay)
 
 
 if __name__ == "__main__":

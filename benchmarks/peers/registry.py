@@ -67,9 +67,10 @@ PEERS = {p.name: p for p in (
                    "rlax==0.1.6", "tensorflow-probability==0.25.0", "stoa-env==0.1.2", "envpool==1.2.5",
                    "orbax-checkpoint==0.11.10", "neptune==1.13.0", "wandb==0.19.8", "tensorboard-logger==0.1.0",
                    "hydra-core==1.3.2", "gymnasium==1.1.1", "flashbax==0.1.3", "protobuf==3.20.3", "colorama", "rich",
-                   "pandas", "etils", "gymnax==0.0.9"),
+                   "pandas", "etils", "gymnax==0.0.9", "mctx==0.0.5"),
          "pyproject pins jax>=0.4.25,<0.6.0 (uv.lock: 0.5.3); envpool is podrl's 1.2.5 (its lock: 0.8.4); gymnax 0.0.9 "
-         "for the MuZero row (its lock takes gymnax from git; podrl's gymnax 1.0.1 needs jax >= 0.6)",
+         "for the MuZero row (its lock takes gymnax from git; podrl's gymnax 1.0.1 needs jax >= 0.6) and mctx 0.0.5 "
+         "(its lock's) for ff_mz",
          "https://github.com/EdanToledo/Stoix", "8fff19c94a478c1e1ff75fbf10396d488aa25d70",
          "stoix/systems/ppo/sebulba/ff_ppo.py"),
     Peer("purejaxrl", ("jax==0.4.38", "jaxlib==0.4.38", "flax==0.10.2", "optax==0.2.4", "chex==0.1.88",

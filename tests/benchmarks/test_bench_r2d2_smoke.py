@@ -19,3 +19,6 @@ def test_r2d2_benchmark_measures_a_point_and_the_replay_bytes(cpu_devices):
     assert replay["step"] == 2 * 1600 + 4 + 4 + 4 + 1 and replay["start_state"] == 2 * 128 * 4, replay
     assert replay["replayed_window"] == 24 * replay["step"], replay
     assert 8 * replay["step"] + replay["start_state"] < replay["stored_sequence"] < 8 * replay["step"] + 1100, replay
+    text = bench.report("jax:RecallCue-v0", 4, [{**row, "load_1m": 1.5}], replay)
+    assert "| actor threads | env steps/s |" in text and f"| 1 | {row['steps_per_second']:,.0f} |" in text, text
+    assert "3213 bytes per step" in text and "load (1-min average) after each run: 1.5-1.5" in text, text
