@@ -89,6 +89,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/agents/test_muzero_prioritised.py",) + MUZERO,
         "MuZero's prioritised replay drawing windows by the size of their value targets, not the prediction's error"),
     Mutation(
+        "muzero-search-bootstrap-same-step", "agents/muzero/agent.py",
+        "following = jnp.concatenate([windows.search_value[:, 1:], network[:, -1:]], axis=1)",
+        "following = jnp.concatenate([windows.search_value[:, :-1], network[:, -1:]], axis=1)",
+        ("tests/agents/test_muzero_search_bootstrap.py",) + MUZERO,
+        "MuZero's search bootstrap taking step j's own search value (from o_t) instead of step j + 1's (from o'_t)"),
+    Mutation(
+        "muzero-search-bootstrap-across-episodes", "agents/muzero/agent.py",
+        "return jnp.where(episode_end, network, following)",
+        "return following",
+        ("tests/agents/test_muzero_search_bootstrap.py",) + MUZERO,
+        "MuZero's search bootstrap after a truncation taking the next episode's first search value"),
+    Mutation(
         "ppo-truncation-as-termination", "agents/ppo/agent.py",
         "discount_t=traj.discount,",
         "discount_t=traj.discount * (1.0 - traj.truncated),",

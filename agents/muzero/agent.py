@@ -60,6 +60,8 @@ class Step(NamedTuple):
       reward: float32 `[]` r_{t+1} (after the learner's clip). discount: float32 `[]` (0: terminated at t+1).
       truncated: bool `[]` the episode was cut at t+1. next_observation: `[*obs]` o_{t+1} before any reset.
       policy: float32 `[A]` the search's action weights at t (the policy target).
+      search_value: float32 `[]` the search's root value at t (stored for `value_bootstrap="search"`
+        only; None otherwise, so a run without it stores what it always stored).
     """
 
     observation: Array
@@ -69,6 +71,7 @@ class Step(NamedTuple):
     truncated: Array
     next_observation: Array
     policy: Array
+    search_value: Array | None = None
 
 
 MuZeroLearnerState = TargetLearnerState
@@ -117,13 +120,14 @@ def agent_from_parts(parts: MuZeroParts) -> Agent:
     )
 
 
-def example_step(env_spec: EnvSpec) -> Step:
-    """One stored `Step`'s shapes and dtypes for `env_spec` (discrete actions)."""
+def example_step(env_spec: EnvSpec, search_value: bool = False) -> Step:
+    """One stored `Step`'s shapes and dtypes for `env_spec` (discrete actions); `search_value`: with the
+    search's root value (`value_bootstrap="search"`)."""
     obs = jax.ShapeDtypeStruct(tuple(env_spec.observation.shape), env_spec.observation.dtype)
     scalar = jax.ShapeDtypeStruct((), jnp.float32)
     policy = jax.ShapeDtypeStruct((int(env_spec.action.num_values),), jnp.float32)
     return Step(obs, jax.ShapeDtypeStruct((), jnp.int32), scalar, scalar, jax.ShapeDtypeStruct((), jnp.bool_),
-                obs, policy)
+                obs, policy, scalar if search_value else None)
 
 
 def _init(parts: MuZeroParts, key: Array, env_spec: EnvSpec) -> TrainState:
@@ -131,7 +135,7 @@ def _init(parts: MuZeroParts, key: Array, env_spec: EnvSpec) -> TrainState:
     `podrl.agents.prioritised.PrioritisedReplay` of the steps, a window starting at each)."""
     obs = jnp.zeros((1,) + tuple(env_spec.observation.shape), env_spec.observation.dtype)
     params = parts.network.init(key, obs, jnp.zeros((1,), jnp.int32))
-    example = example_step(parts.env_spec)  # env_spec may be traced here
+    example = example_step(parts.env_spec, stores_search_value(parts.config))  # env_spec may be traced here
     if parts.config.prioritised:  # a window may start at every step: sequences of period 1
         buffer = prioritised.init(parts.config.buffer_size, example, 1)
     else:
@@ -140,19 +144,39 @@ def _init(parts: MuZeroParts, key: Array, env_spec: EnvSpec) -> TrainState:
                       buffer)
 
 
-def rollout_steps(traj: Trajectory, reward: Array) -> Step:
-    """The `T * B` `Step`s of a `[T, B]` trajectory, flattened time-major (env b at slots = b mod B)."""
+def stores_search_value(config: MuZeroConfig) -> bool:
+    """Whether the replay keeps each step's search root value (`value_bootstrap="search"`)."""
+    return config.value_bootstrap == "search"
+
+
+def rollout_steps(traj: Trajectory, reward: Array, search_value: bool = False) -> Step:
+    """The `T * B` `Step`s of a `[T, B]` trajectory, flattened time-major (env b at slots = b mod B);
+    `search_value`: with the actors' search root values."""
     steps = Step(traj.observation, traj.action.astype(jnp.int32), reward, traj.discount, traj.truncated,
-                 traj.next_observation, traj.agent_extras["policy"])
+                 traj.next_observation, traj.agent_extras["policy"],
+                 traj.agent_extras["search_value"] if search_value else None)
     return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), steps)
 
 
 def bootstrap_values(parts: MuZeroParts, target_params, windows: Step) -> Array:
-    """`[N, L]` v(o'_{t+j}): the target network's value of each window step's next observation."""
+    """`[N, L]` v(o'_{t+j}): the target network's value of each window step's next observation; with
+    `value_bootstrap="search"`, the search root value stored with step j + 1 where that step is in the
+    window and follows j in the same episode (`search_bootstrap`)."""
     n, length = windows.reward.shape
     flat_next = windows.next_observation.reshape((n * length,) + windows.next_observation.shape[2:])
     root = search.root(parts.network, parts.config.support_size, target_params, flat_next)
-    return root.value.reshape(n, length)
+    network = root.value.reshape(n, length)
+    return search_bootstrap(windows, network) if stores_search_value(parts.config) else network
+
+
+def search_bootstrap(windows: Step, network: Array) -> Array:
+    """`[N, L]` bootstrap values from the stored searches: step j's is the root value of the search at
+    step j + 1 (the search from o'_{t+j}, MuZero's nu_{t+j+1}); `network` `[N, L]` where there is none:
+    the window's last step (j + 1 is outside it) and a step after which the episode ended (step j + 1
+    starts another episode; a termination's bootstrap is multiplied by 0 anyway)."""
+    episode_end = (windows.discount == 0.0) | windows.truncated
+    following = jnp.concatenate([windows.search_value[:, 1:], network[:, -1:]], axis=1)
+    return jnp.where(episode_end, network, following)
 
 
 def batch_from_windows(parts: MuZeroParts, target_params, windows: Step, bootstrap: Array | None = None) -> MuZeroBatch:
@@ -203,7 +227,8 @@ def _sgd_step_for(parts: MuZeroParts, envs_per_shard: int):
 def _items(parts: MuZeroParts, traj: Trajectory):
     """The rollout's `T * B` `Step`s, rewards clipped: flattened time-major, or (prioritised) `[T, B]` as
     `prioritised.SequenceItems` with no start state."""
-    steps = rollout_steps(traj, learner_rewards(traj.reward, parts.config.reward_clip, 1.0))
+    steps = rollout_steps(traj, learner_rewards(traj.reward, parts.config.reward_clip, 1.0),
+                          stores_search_value(parts.config))
     if not parts.config.prioritised:
         return steps
     t, b = traj.reward.shape

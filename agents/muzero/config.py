@@ -22,6 +22,8 @@ SEARCHES = ("muzero", "gumbel")
 """Names accepted by `MuZeroConfig.search`: `mctx.muzero_policy` or `mctx.gumbel_muzero_policy`."""
 REANALYSE_NETWORKS = ("online", "target")
 """Names accepted by `MuZeroConfig.reanalyse_network`."""
+VALUE_BOOTSTRAPS = ("network", "search")
+"""Names accepted by `MuZeroConfig.value_bootstrap`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +70,8 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
     """Hidden widths of the prediction MLP (state -> policy, value)."""
     value_loss_weight: float = 0.25
     """Weight of the value cross-entropy (the paper's 0.25 for replayed targets)."""
+    value_bootstrap: str = "network"
+    """Where the n-step value target's bootstrap v(o_{t+n}) comes from: network (the target network's value prediction of the observation) or search (the root value of the search the actor ran there, stored with the step, as in MuZero's Appendix G; the target network's prediction where that search is not in the window: after its last step, and after an episode end)."""
     reanalyse_fraction: float = 0.0
     """Share of each batch's windows whose policy and value targets are recomputed by a fresh search (MuZero Reanalyse, `podrl.agents.muzero.reanalyse`); 0: the actors' stored targets."""
     reanalyse_network: str = "online"
@@ -101,6 +105,7 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
         check_fill_field(self, "min_fill")
         require_choice(self, "search", SEARCHES)
         require_choice(self, "reanalyse_network", REANALYSE_NETWORKS)
+        require_choice(self, "value_bootstrap", VALUE_BOOTSTRAPS)
         require_bool(self, "prioritised")
         check_prioritised_fields(self)
         require_number(self, "reanalyse_fraction", low=0.0, high=1.0)
