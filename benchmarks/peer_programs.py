@@ -18,7 +18,8 @@ load from elsewhere hits both; medians over --repeats):
                `agent:muzero` with its ff_mz.yaml values and its network's widths (Breakout-MinAtar,
                64 envs x 8 steps, 25 simulations, 8 gradient steps of 32 windows per update),
                evaluated after each of 8 training calls: return against env steps and against
-               training seconds (the `curve` of each side; `--curves`).
+               training seconds (the `curve` of each side; `--curves`). Round r runs seed r on both
+               sides, so the curves are medians over seeds (--repeats 3: seeds 0, 1, 2).
 
 Columns: run-only steps/s; compile s (podrl: its program's; Stoix: not separable, its first
 update); time to result (process start to the final return printed); final return; podrl /
@@ -66,6 +67,7 @@ class Row:
     podrl_spec: dict
     kernel: str  # jax_control kernel
     differences: tuple[str, ...]
+    seed_per_round: bool = False  # both sides run seed r in round r (a return curve is a median over seeds)
 
 
 SEBULBA = dict(num_envs=16, rollout_length=32, epochs=4, minibatches=4, hidden=[64, 64], learning_rate=2.5e-4,
@@ -112,8 +114,8 @@ ROWS = {
          "(512-wide state); both min-max scale the hidden state; representation 256-256 SiLU MLP on the flattened "
          "frame on both",
          "prediction: Stoix separate 256-256 SiLU actor and critic MLPs; podrl one 256-256 ReLU MLP feeding both heads",
-         "value targets: Stoix bootstraps from the actors' stored root search values; podrl from the network's value "
-         "of the observation (target network with tau 1: this step's params)",
+         "value targets: both bootstrap from the actors' stored root search values (podrl `value_bootstrap=search`; "
+         "podrl's target network where the window ends or an episode ended: tau 1, this step's params)",
          "windows: Stoix samples 6 steps and computes n-step returns inside them (k = 4 has 1 step); podrl samples "
          "K + n = 10 steps (every state a full 5-step return)",
          "loss: Stoix KL(search || policy) + 0.25 value CE + reward CE at 5 states, each / 5; podrl CE at 6 states "
@@ -121,7 +123,8 @@ ROWS = {
          "Adam eps: Stoix 1e-5, podrl 1e-8; warm-up: Stoix's 16 x 64 steps are not counted in its env steps, podrl's "
          "min_fill (1,024) is",
          "evaluation: Stoix samples from the search with its acting noise (evaluation_greedy=False), podrl's greedy "
-         "search without noise; both 32 episodes after each call")),
+         "search without noise; both 32 episodes after each call"),
+        seed_per_round=True),
 }
 
 
@@ -156,12 +159,14 @@ def sides(row: Row) -> tuple[str, ...]:
     return ("peer", "podrl", *ceiling, "control_peer", "control_podrl")
 
 
-def run_side(row: Row, side: str, args) -> dict[str, Any]:
-    """One run of `side` of `row` (see `sides`), in a fresh process."""
+def run_side(row: Row, side: str, args, round_: int = 0) -> dict[str, Any]:
+    """One run of `side` of `row` (see `sides`), in a fresh process; round `round_` of the repeats (its seed,
+    where the row has `seed_per_round`)."""
+    seed = {"seed": round_} if row.seed_per_round else {}
     if side == "peer":
-        return run_peer(row.peer, row.driver, row.peer_spec, args)
+        return run_peer(row.peer, row.driver, {**row.peer_spec, **seed}, args)
     if side == "podrl":
-        return run_child(MODULE, row.podrl_spec, args.timeout)
+        return run_child(MODULE, {**row.podrl_spec, **seed}, args.timeout)
     if side == "ceiling":
         spec = {"kind": "ceiling", "env": row.podrl_spec["env"], "num_envs": row.podrl_spec["num_envs"],
                 "seconds": 0.3 if args.quick else 5.0}
@@ -278,8 +283,8 @@ def run(args, start: float) -> int:
     if args.setup_peer:
         return setup_peers(args, PROGRAM_PEERS)
     rows = [quick(ROWS[n]) if args.quick else ROWS[n] for n in args.rows]
-    runs = interleave_sides(rows, sides, args.repeats, lambda row, side: run_side(row, side, args),
-                            lambda row, side: f"{row.name:12s} {side:14s}")
+    runs = interleave_sides(rows, sides, args.repeats, lambda row, side, r: run_side(row, side, args, r),
+                            lambda row, side: f"{row.name:12s} {side:14s}", with_round=True)
     entries = [summarize(row, row_runs) for row, row_runs in zip(rows, runs)]
     return finish("bench_peer_programs", args, entries, markdown(entries), start)
 
