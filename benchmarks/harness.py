@@ -162,14 +162,13 @@ def interleave(items: Sequence[T], repeats: int, run: Callable[[T, int], dict[st
 
 
 def interleave_sides(rows: Sequence[T], sides: Callable[[T], Sequence[str]], repeats: int,
-                     run: Callable[..., dict[str, Any]], label: Callable[[T, str], str], *,
-                     with_round: bool = False) -> list[dict[str, list]]:
+                     run: Callable[[T, str, int], dict[str, Any]],
+                     label: Callable[[T, str], str]) -> list[dict[str, list]]:
     """`interleave` of a comparison: every side of every row (`sides(row)`: e.g. the peer, then podrl) is one
-    item, so each round runs row 1's sides, then row 2's, ...; `run(row, side)`, or `run(row, side, round)`
-    with `with_round` (round 0, 1, ...: e.g. a seed per round); returns each row's `{side: runs}`."""
+    item, so each round runs row 1's sides, then row 2's, ...; `run(row, side, round)` (round 0, 1, ...: a
+    caller may run a seed per round); returns each row's `{side: runs}`."""
     items = [(i, side) for i, row in enumerate(rows) for side in sides(row)]
-    runs = interleave(items, repeats,
-                      lambda item, r: run(rows[item[0]], item[1], *((r,) if with_round else ())),
+    runs = interleave(items, repeats, lambda item, r: run(rows[item[0]], item[1], r),
                       lambda item: label(rows[item[0]], item[1]))
     by_row: list[dict[str, list]] = [{} for _ in rows]
     for (i, side), side_runs in zip(items, runs):

@@ -166,7 +166,7 @@ def summarize(row: Row, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]
 def measure_all(rows: list[Row], repeats: int, python, timeout: float) -> list[dict[str, Any]]:
     """Every row `repeats` times, peer then podrl, rows inner and repeats outer."""
     runs = interleave_sides(rows, lambda row: SIDES if row.peer else ("podrl",), repeats,
-                            lambda row, side: run_side(row, side, python, timeout),
+                            lambda row, side, _round: run_side(row, side, python, timeout),
                             lambda row, side: f"{row.name:22s} {side:6s}")
     return [summarize(row, row_runs) for row, row_runs in zip(rows, runs)]
 

@@ -109,11 +109,12 @@ ROWS = {
         {"kind": "minatar-muzero", "env": "gymnax:Breakout-MinAtar", "total_steps": 65536, "evaluations": 8,
          "eval_episodes": 32},
         "mlp256",
-        ("model: Stoix's dynamics is a 2-layer GRU (256 each, a 512-wide hidden state, actions embedded by a dense "
-         "layer) with a separate 256-256 reward MLP; podrl's a 256-256 ReLU MLP on the state and the one-hot action "
-         "(512-wide state); both min-max scale the hidden state; representation 256-256 SiLU MLP on the flattened "
-         "frame on both",
-         "prediction: Stoix separate 256-256 SiLU actor and critic MLPs; podrl one 256-256 ReLU MLP feeding both heads",
+        ("model: both Stoix's recurrent world model: a 2-layer GRU (256 each) whose carries are the 512-wide state, "
+         "scaled to [-1, 1] before each step, the action embedded by a dense layer, a residual, a separate 256-256 "
+         "SiLU reward MLP (podrl `dynamics=gru`); representation a 256-256 SiLU MLP on the flattened frame, not "
+         "scaled, on both",
+         "prediction: Stoix separate 256-256 SiLU actor and critic MLPs; podrl one 256-256 ReLU MLP feeding both heads "
+         "(separate SiLU MLPs measured no better: docs/benchmarks.md)",
          "value targets: both bootstrap from the actors' stored root search values (podrl `value_bootstrap=search`; "
          "podrl's target network where the window ends or an episode ended: tau 1, this step's params)",
          "windows: Stoix samples 6 steps and computes n-step returns inside them (k = 4 has 1 step); podrl samples "
@@ -284,7 +285,7 @@ def run(args, start: float) -> int:
         return setup_peers(args, PROGRAM_PEERS)
     rows = [quick(ROWS[n]) if args.quick else ROWS[n] for n in args.rows]
     runs = interleave_sides(rows, sides, args.repeats, lambda row, side, r: run_side(row, side, args, r),
-                            lambda row, side: f"{row.name:12s} {side:14s}", with_round=True)
+                            lambda row, side: f"{row.name:12s} {side:14s}")
     entries = [summarize(row, row_runs) for row, row_runs in zip(rows, runs)]
     return finish("bench_peer_programs", args, entries, markdown(entries), start)
 

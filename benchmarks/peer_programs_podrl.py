@@ -117,7 +117,7 @@ def stoix_ff_mz(spec: dict[str, Any]):
     """(AnakinConfig, MuZeroConfig) with Stoix's ff_mz.yaml values and its muzero network's widths: 64 envs
     x 8 steps, 8 gradient steps of 32 windows per update, 25 simulations of the PUCT search, 601-atom
     supports, a buffer of 390 steps per env, 16 warm-up steps per env, no target network (tau 1), value
-    targets bootstrapped from the stored search values as Stoix's."""
+    targets bootstrapped from the stored search values and the recurrent world model (GRU dynamics) as Stoix's."""
     from podrl.agents.muzero import MuZeroConfig
     from podrl.anakin.config import AnakinConfig
 
@@ -131,8 +131,8 @@ def stoix_ff_mz(spec: dict[str, Any]):
                          gamma=0.99, unroll_steps=5, td_steps=5, support_size=300, value_loss_weight=0.25,
                          buffer_size=390 * num_envs, min_fill=16 * num_envs, batch_size=32,
                          replay_ratio=8 / (num_envs * rollout), torso="mlp", hidden_sizes=(256, 256), activation="silu",
-                         latent_size=512, dynamics_sizes=(256, 256), prediction_sizes=(256, 256), target_tau=1.0,
-                         value_bootstrap="search")
+                         latent_size=512, dynamics="gru", dynamics_sizes=(256, 256), prediction_sizes=(256, 256),
+                         target_tau=1.0, value_bootstrap="search")
     return run, agent
 
 

@@ -174,7 +174,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def measure_all(shared: Shared, repeats: int, python, timeout: float) -> dict[str, Any]:
     """`repeats` rounds of peer then podrl, each in a fresh process."""
-    def run(shared: Shared, side: str) -> dict[str, Any]:
+    def run(shared: Shared, side: str, _round: int) -> dict[str, Any]:
         if side == "rejax":
             return run_driver(python, DRIVER, peer_spec(shared), timeout)
         return run_child(MODULE, dataclasses.asdict(shared), timeout)

@@ -95,6 +95,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/agents/test_muzero_search_bootstrap.py",) + MUZERO,
         "MuZero's search bootstrap taking step j's own search value (from o_t) instead of step j + 1's (from o'_t)"),
     Mutation(
+        "muzero-gru-no-residual", "agents/muzero/networks.py",
+        "return jnp.concatenate(carries, axis=-1) + scaled, self.reward_head(self.reward_mlp(x))",
+        "return jnp.concatenate(carries, axis=-1), self.reward_head(self.reward_mlp(x))",
+        ("tests/agents/test_muzero_gru_dynamics.py",),
+        "MuZero's GRU dynamics without the residual (the next state only the new carries)"),
+    Mutation(
+        "muzero-gru-unscaled-state", "agents/muzero/networks.py",
+        "scaled = scale_hidden_state(state) * 2.0 - 1.0",
+        "scaled = state",
+        ("tests/agents/test_muzero_gru_dynamics.py",),
+        "MuZero's GRU dynamics stepping from the raw state instead of the state scaled to [-1, 1]"),
+    Mutation(
         "muzero-search-bootstrap-across-episodes", "agents/muzero/agent.py",
         "return jnp.where(episode_end, network, following)",
         "return following",

@@ -88,7 +88,7 @@ def make_network(config: MuZeroConfig, env_spec: EnvSpec) -> MuZeroNetwork:
     obs_shape, num_actions = discrete_torso_input("muzero", config.torso, env_spec)
     return MuZeroNetwork(obs_shape, num_actions, config.support_size, config.torso,
                          config.hidden_sizes, config.activation, config.layer_norm, config.latent_size,
-                         config.dynamics_sizes, config.prediction_sizes)
+                         config.dynamics_sizes, config.prediction_sizes, config.dynamics)
 
 
 def make_parts(config: MuZeroConfig, env_spec: EnvSpec, total_updates: int) -> MuZeroParts:

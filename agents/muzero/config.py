@@ -24,6 +24,8 @@ REANALYSE_NETWORKS = ("online", "target")
 """Names accepted by `MuZeroConfig.reanalyse_network`."""
 VALUE_BOOTSTRAPS = ("network", "search")
 """Names accepted by `MuZeroConfig.value_bootstrap`."""
+DYNAMICS = ("mlp", "gru")
+"""Names accepted by `MuZeroConfig.dynamics` (`podrl.agents.muzero.networks`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,9 +65,11 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
     support_size: int = 10
     """S: value and reward are categorical over the h-transformed atoms -S, ..., S (2S + 1 logits)."""
     latent_size: int = 64
-    """Width of the model's hidden state (min-max scaled to [0, 1])."""
+    """Width of the model's hidden state (mlp dynamics: min-max scaled to [0, 1]; gru: the sum of dynamics_sizes)."""
+    dynamics: str = "mlp"
+    """The learned model's dynamics: mlp (an MLP on the [0, 1]-scaled state and the one-hot action gives the next state and the reward) or gru (a stack of GRU cells whose carries are the state: the state scaled to [-1, 1], the action embedded as their input, the carries added to the scaled state, the reward from an MLP of prediction_sizes over the top cell's output; Stoix's ff_mz world model)."""
     dynamics_sizes: tuple[int, ...] = (64,)
-    """Hidden widths of the dynamics MLP (state and one-hot action -> next state, reward)."""
+    """mlp: hidden widths of the dynamics MLP; gru: the widths of the stacked GRU cells (summing to latent_size)."""
     prediction_sizes: tuple[int, ...] = (64,)
     """Hidden widths of the prediction MLP (state -> policy, value)."""
     value_loss_weight: float = 0.25
@@ -106,6 +110,7 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
         require_choice(self, "search", SEARCHES)
         require_choice(self, "reanalyse_network", REANALYSE_NETWORKS)
         require_choice(self, "value_bootstrap", VALUE_BOOTSTRAPS)
+        require_choice(self, "dynamics", DYNAMICS)
         require_bool(self, "prioritised")
         check_prioritised_fields(self)
         require_number(self, "reanalyse_fraction", low=0.0, high=1.0)
@@ -113,6 +118,9 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
                     "support_size", "latent_size", "target_update_period")
         for name in ("dynamics_sizes", "prediction_sizes"):
             _require_widths(self, name)
+        if self.dynamics == "gru" and (not self.dynamics_sizes or sum(self.dynamics_sizes) != self.latent_size):
+            raise ConfigError("dynamics_sizes", f"gru dynamics: the GRU widths {self.dynamics_sizes} must sum to "
+                              f"latent_size {self.latent_size} (the state is their carries)")
         require_number(self, "gumbel_scale", low=0.0)
         require_number(self, "dirichlet_alpha", low=0.0, low_open=True)
         require_number(self, "dirichlet_fraction", low=0.0, high=1.0)

@@ -35,13 +35,14 @@ def test_interleave_runs_items_inner_and_rounds_outer(capsys):
 def test_interleave_sides_groups_each_rows_runs_by_side():
     order = []
 
-    def run(row, side):
-        order.append((row, side))
+    def run(row, side, round_):
+        order.append((row, side, round_))
         return {"side": side}
 
     by_row = harness.interleave_sides(["r1", "r2"], lambda row: ("peer", "podrl") if row == "r1" else ("podrl",), 2,
                                       run, lambda row, side: f"{row} {side}")
-    assert order == [("r1", "peer"), ("r1", "podrl"), ("r2", "podrl")] * 2
+    assert order == [("r1", "peer", 0), ("r1", "podrl", 0), ("r2", "podrl", 0),
+                     ("r1", "peer", 1), ("r1", "podrl", 1), ("r2", "podrl", 1)]
     assert by_row == [{"peer": [{"side": "peer"}] * 2, "podrl": [{"side": "podrl"}] * 2},
                       {"podrl": [{"side": "podrl"}] * 2}]
 
