@@ -199,7 +199,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "pod-stop-is-local", "podrl/run/control.py",
         "    if jax.process_count() == 1:\n        return StopRequests()",
         "    if True:  # every process's stop is its own again\n        return StopRequests()",
-        ("tests/system/test_preemption.py::test_sigterm_to_one_process_stops_every_process_at_one_update[anakin]",),
+        ("tests/system/test_preemption.py::"
+         "test_the_supervisor_demo_preempts_relaunches_on_fewer_processes_and_finishes",),
         "a SIGTERM to one process of a pod stops that process alone: the others block in their next collective "
         "and no consistent checkpoint is written"),
 )

@@ -319,7 +319,6 @@ def test_device_split_errors_before_anything_starts(cpu_devices, overrides, fiel
 
 @pytest.mark.learning
 @pytest.mark.slow
-@pytest.mark.learning
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("agent_config, env, envs_per_thread, rollout_length, total_steps, threshold", [
     (PPOConfig(), "CartPole-v1", 16, 32, 400_000, 475.0), (ImpalaConfig(), "CartPole-v1", 16, 16, 400_000, 475.0),

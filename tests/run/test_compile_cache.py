@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,17 +41,17 @@ def test_an_empty_setting_or_a_file_is_a_config_error(bad, tmp_path):
 def _train(tmp_path: Path, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "scripts/train_anakin.py", "--env", "MatchSign-v0", "--num-envs", "8",
                "--rollout-length", "16", "--total-steps", "256", "--updates-per-call", "2", "--eval-every", "0",
+               "--eval-episodes", "0",
                "--num-devices", "1", "--logging.run-dir", str(tmp_path / "runs"), "--logging.no-tensorboard",
                *flags]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=200)
 
 
 @pytest.mark.timeout(420)
-def test_a_training_run_fills_the_default_cache_and_none_turns_it_off(tmp_path):
+def test_a_training_run_fills_the_default_cache_and_none_turns_it_off(tmp_path, user_env):
     """No JAX_COMPILATION_CACHE_DIR (as in a user's shell): the run writes its compiled programs
     under $XDG_CACHE_HOME/podrl/jax; `--compile-cache none` writes none there."""
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_COMPILATION_CACHE_DIR")}
-    env.update(PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    env = {**user_env, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     cache = tmp_path / "xdg" / "podrl" / "jax"
     off = _train(tmp_path, env, "--compile-cache", "none")
     assert off.returncode == 0, off.stderr[-2000:]

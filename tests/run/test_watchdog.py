@@ -102,7 +102,7 @@ class StallIn:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("where, timeout_s, stage", [
     ("reset", 10, "init"),
-    ("step", 60, "train call (updates 0..31)"),  # leaves init and compile time to finish
+    ("step", 30, "train call (updates 0..31)"),  # leaves init and compile time to finish (~5 s each, 15 s loaded)
 ])
 def test_cli_stalled_stage_exits_naming_it(tmp_path, user_env, where, timeout_s, stage):
     (tmp_path / "stall_env.py").write_text(STALL_ENV)
