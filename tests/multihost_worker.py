@@ -26,6 +26,8 @@ def main() -> None:
     parser.add_argument("--cpu-devices", type=int)
     parser.add_argument("--checkpoint-dir")
     parser.add_argument("--stop-after", type=int)
+    parser.add_argument("--checkpoint-every", type=int, default=0, help="anakin: also save every this many updates")
+    parser.add_argument("--updates-per-call", type=int, help="anakin: updates of one compiled call (default: the config's)")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--agent", default="ppo", help="a registered agent name, at its default config")
     parser.add_argument("--population", action="store_true", help="population_config instead of anakin_config")
@@ -51,10 +53,13 @@ def main() -> None:
         from podrl.run.config import CheckpointConfig
 
         checkpoint = CheckpointConfig(directory=args.checkpoint_dir, stop_after_updates=args.stop_after,
+                                      every_updates=args.checkpoint_every,
                                       resume=args.checkpoint_dir if args.resume else None)
         config = (population_config if args.population else anakin_config)(args.updates, logging, checkpoint)
         if args.no_eval:
             config = dataclasses.replace(config, eval_episodes=0)
+        if args.updates_per_call:
+            config = dataclasses.replace(config, updates_per_call=args.updates_per_call)
         result = train_anakin(config, agent_config)
         train_state, local_steps, global_steps = result.state.train_state, 0, 0
         final_eval = np.nan if result.final_eval_return is None else np.mean(result.final_eval_return)

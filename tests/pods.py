@@ -95,6 +95,19 @@ def run_pod(processes: int, devices: int, command: list[str], timeout: float, la
     return pod
 
 
+def alive(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie counts as dead)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def records(run_dir: Path) -> list[dict]:
     """The records of a run's `metrics.jsonl`."""
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]

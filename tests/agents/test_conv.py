@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 import flax.linen as nn
@@ -23,6 +24,9 @@ CASES = [
 ]
 
 
+# The tests run their computations jitted (one compiled program each, shared by the cases of one
+# shape) rather than eagerly op by op: eager `conv_by_patches` alone compiles dozens of single ops.
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def _inputs(shape, k, features):
     x = jax.random.normal(jax.random.key(0), shape)
     kernel = jax.random.normal(jax.random.key(1), (k, k, shape[-1], features))
@@ -34,24 +38,28 @@ def _xla(x, kernel, stride, padding):
                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
 
+_jit_conv = functools.partial(jax.jit, static_argnums=(2, 3))
+
+
 @pytest.mark.parametrize("shape,k,features,stride,padding", CASES)
 def test_patches_and_conv2d_equal_xla_convolution(shape, k, features, stride, padding):
     x, kernel = _inputs(shape, k, features)
-    want = _xla(x, kernel, stride, padding)
-    np.testing.assert_allclose(conv_by_patches(x, kernel, stride, padding), want, atol=1e-4, rtol=1e-5)
-    np.testing.assert_allclose(conv2d(x, kernel, stride, padding), want, atol=1e-4, rtol=1e-5)
+    want = _jit_conv(_xla)(x, kernel, stride, padding)
+    np.testing.assert_allclose(_jit_conv(conv_by_patches)(x, kernel, stride, padding), want, atol=1e-4, rtol=1e-5)
+    np.testing.assert_allclose(_jit_conv(conv2d)(x, kernel, stride, padding), want, atol=1e-4, rtol=1e-5)
 
 
 @pytest.mark.parametrize("shape,k,features,stride,padding", CASES)
 def test_conv2d_gradient_equals_xla_gradient(shape, k, features, stride, padding):
     x, kernel = _inputs(shape, k, features)
-    target = jax.random.normal(jax.random.key(2), _xla(x, kernel, stride, padding).shape)
+    shape = jax.eval_shape(lambda x, w: _xla(x, w, stride, padding), x, kernel).shape
+    target = jax.jit(lambda: jax.random.normal(jax.random.key(2), shape))()
 
     def loss(conv):
         return lambda x, w: jnp.sum(jnp.tanh(conv(x, w, stride, padding)) * target)
 
-    got = jax.grad(loss(conv2d), argnums=(0, 1))(x, kernel)
-    want = jax.grad(loss(_xla), argnums=(0, 1))(x, kernel)
+    got = jax.jit(jax.grad(loss(conv2d), argnums=(0, 1)))(x, kernel)
+    want = jax.jit(jax.grad(loss(_xla), argnums=(0, 1)))(x, kernel)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
 
@@ -69,11 +77,11 @@ def test_conv2d_under_vmap_and_scan_matches_xla():
 
 
 def test_conv_module_has_flax_conv_parameters_and_outputs():
-    x = jax.random.normal(jax.random.key(0), (2, 10, 10, 3))
+    x = jax.jit(lambda: jax.random.normal(jax.random.key(0), (2, 10, 10, 3)))()
     ours, flax_conv = Conv(8, 3, 2, "SAME"), nn.Conv(8, (3, 3), (2, 2), padding="SAME")
-    p_ours, p_flax = ours.init(jax.random.key(1), x), flax_conv.init(jax.random.key(1), x)
+    p_ours, p_flax = jax.jit(ours.init)(jax.random.key(1), x), jax.jit(flax_conv.init)(jax.random.key(1), x)
     assert jax.tree.map(jnp.shape, p_ours) == jax.tree.map(jnp.shape, p_flax)
-    np.testing.assert_allclose(ours.apply(p_flax, x), flax_conv.apply(p_flax, x), atol=1e-5)
+    np.testing.assert_allclose(jax.jit(ours.apply)(p_flax, x), jax.jit(flax_conv.apply)(p_flax, x), atol=1e-5)
 
 
 def test_bad_padding_and_kernel_are_refused():
@@ -90,7 +98,7 @@ def test_learner_loop_compiles_no_transposed_convolution():
     slower. An SGD scan over a CNN torso must compile to canonical NHWC convolutions only."""
     torso = MinAtarCNN((10, 10, 4))
     obs = jnp.zeros((3, 8, 10, 10, 4), jnp.bool_)  # 3 minibatches of 8 observations
-    params = torso.init(jax.random.key(0), obs[0])
+    params = jax.jit(torso.init)(jax.random.key(0), obs[0])
 
     def step(p, xb):
         g = jax.grad(lambda p: jnp.sum(torso.apply(p, xb) ** 2))(p)

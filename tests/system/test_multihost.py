@@ -6,9 +6,7 @@ Every test here spawns real processes under a hard timeout.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -87,22 +85,29 @@ def test_population_rows_span_two_processes_with_pbt(tmp_path, cpu_devices):
             np.testing.assert_allclose(a, np.asarray(b)[2 * row:2 * row + 2], atol=1e-5)
 
 
-@pytest.mark.timeout(500)
+@pytest.mark.timeout(400)
 def test_anakin_muzero_two_processes_checkpoint_and_resume_consistently(tmp_path):
     """agent:muzero at its defaults (Gumbel search inside the rollout scan, one sequence replay per
-    learner shard, 2 envs per shard): both processes save into one shared folder, stop after 2 of 4
-    updates, restore the same state (params, optimiser, target network and every shard's replay) on
-    resume and end exactly where an uninterrupted 2-process run ends; the replay learned from update 2
-    on (min_fill 512 = 2 updates of 2 envs x 128 steps), so updates 3-4 took gradient steps after the
-    restore."""
+    learner shard, 2 envs per shard): an uninterrupted 4-update run saves into one shared folder
+    at updates 2 and 4 from both processes; with update 4's checkpoint deleted, a second pod resumes
+    update 2's, restoring the same state (params, optimiser, target network and every shard's
+    replay), and ends exactly where the uninterrupted run ended; the replay learned from update 2
+    on (min_fill 512 = 2 updates of 2 envs x 128 steps), so updates 3-4 took gradient steps after
+    the restore."""
+    import orbax.checkpoint as ocp
+
     whole, parts, shared = tmp_path / "whole", tmp_path / "parts", tmp_path / "ckpt"
     whole.mkdir(), parts.mkdir()
-    base = WORKER + ["--layout", "anakin", "--agent", "muzero", "--updates", "4", "--no-eval"]  # the state is compared
-    for command in (base + ["--out", str(whole)],
-                    base + ["--out", str(parts), "--checkpoint-dir", str(shared), "--stop-after", "2"],
-                    base + ["--out", str(parts), "--checkpoint-dir", str(shared), "--resume"]):
-        result = launch(2, 2, command, timeout=180)
-        assert result.returncode == 0, result.stdout[-4000:]
+    base = WORKER + ["--layout", "anakin", "--agent", "muzero", "--updates", "4", "--no-eval",  # the state is compared
+                     "--updates-per-call", "2", "--checkpoint-dir", str(shared)]
+    result = launch(2, 2, base + ["--out", str(whole), "--checkpoint-every", "2"], timeout=180)
+    assert result.returncode == 0, result.stdout[-4000:]
+    manager = ocp.CheckpointManager(shared)
+    assert list(manager.all_steps()) == [2, 4]
+    manager.delete(4)
+    manager.close()
+    result = launch(2, 2, base + ["--out", str(parts), "--resume"], timeout=180)
+    assert result.returncode == 0, result.stdout[-4000:]
     assert "updates 2..4 of 4" in result.stdout
     for name in ("p0.npz", "p1.npz"):
         for a, b in zip(load(whole / name)[0], load(parts / name)[0], strict=True):
@@ -186,43 +191,6 @@ def test_readme_multiprocess_command_runs_and_evaluates(tmp_path, layout, total_
     result = subprocess.run(command, capture_output=True, text=True, timeout=380, cwd=ROOT)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert re.search(r"\[p0\] .*\| eval \d", result.stdout), result.stdout[-4000:]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is dead for our purposes
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-@pytest.mark.timeout(300)
-def test_killing_one_process_stops_the_others(tmp_path):
-    command = LAUNCH + ["--num-processes", "2", "--devices-per-process", "1", "--"] + PODRL + [
-        "anakin", "--num-envs", "4", "--total-steps", "50000000", "--logging.run-dir", str(tmp_path)]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-    pids, lines = {}, []
-    deadline = time.monotonic() + 200
-    for line in iter(proc.stdout.readline, ""):
-        lines.append(line)
-        match = re.match(r"\[launcher\] process (\d): pid (\d+)", line)
-        if match:
-            pids[int(match.group(1))] = int(match.group(2))
-        if "[p0] [anakin] step" in line:  # training is under way on both processes
-            break
-        assert time.monotonic() < deadline, "".join(lines[-30:])
-    os.kill(pids[1], signal.SIGKILL)
-    killed_at = time.monotonic()
-    rest, _ = proc.communicate(timeout=120)
-    assert time.monotonic() - killed_at < 60
-    assert proc.returncode != 0
-    assert "process 1 exited with code -9 first" in rest, rest[-3000:]
-    time.sleep(0.5)
-    assert not any(_alive(pid) for pid in pids.values())
 
 
 @pytest.mark.parametrize("kwargs, field", [

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pods import PODRL, Pod, records, run_pod
+from pods import PODRL, Pod, alive, records, run_pod
 from podrl.run.checkpoint import Checkpointer
 
 TOTAL_UPDATES = 120  # far more than pass before the stop (6-17 updates measured), small enough to finish soon
@@ -84,7 +84,10 @@ def test_sigterm_to_one_process_stops_every_process_at_one_update_keeping_the_po
     shutil.copytree(checkpoints, copy)
 
     for processes, devices, source in ((1, 1, checkpoints), (2, 2, copy)):
-        resumed = run_pod(processes, devices, command(layout, tmp_path, source, *EVALUATED, "--resume", str(source)),
+        # the one-process resume evaluates after every update (its first greedy return is compared), the
+        # 2 x 2 one only at the end (a greedy evaluation on the new topology, without ~100 more of them)
+        evaluated = EVALUATED if processes == 1 else ["--eval-every", "0", "--eval-episodes", "16"]
+        resumed = run_pod(processes, devices, command(layout, tmp_path, source, *evaluated, "--resume", str(source)),
                           timeout=200)
         assert resumed.returncode == 0, resumed.text[-4000:]
         assert f"updates {stop}..{TOTAL_UPDATES} of {TOTAL_UPDATES}" in resumed.text, resumed.text[-4000:]
@@ -100,7 +103,8 @@ def test_sigterm_to_one_process_stops_every_process_at_one_update_keeping_the_po
 @pytest.mark.timeout(400)
 def test_sigkill_of_one_process_ends_the_other_within_the_heartbeat_bound(tmp_path):
     """The checkpoint the killed job has is its periodic one, the update it resumed from (no save
-    after it, so the survivor is in a training call, not a save, when its peer dies)."""
+    after it, so the survivor is in a training call, not a save, when its peer dies). The launcher
+    names the process that died first, and no process of the pod is left running."""
     checkpoints, heartbeat = tmp_path / "ckpt", 10
     first = run_pod(2, 1, command("anakin", tmp_path, checkpoints, "--checkpoint.every-updates", "8",
                                   "--checkpoint.stop-after-updates", "8"), timeout=200)
@@ -113,12 +117,16 @@ def test_sigkill_of_one_process_ends_the_other_within_the_heartbeat_bound(tmp_pa
         sent = pod.kill(1, signal.SIGKILL)
         code = pod.finish(timeout=90)
         elapsed = time.monotonic() - sent
+        time.sleep(0.5)
+        left = [pid for pid in pod.pids.values() if alive(pid)]  # before the context's clean-up kills them
     assert code != 0, pod.text[-4000:]
     assert elapsed < heartbeat + 10, (elapsed, pod.text[-4000:])  # the launcher waits 30 s for a hung survivor
     message = f"last good checkpoint: update 8 in {checkpoints} (resumed from)"
     assert any(line.startswith("[p0] error: process 1 of this run stopped answering") and message in line
                for line in pod.lines), pod.text[-4000:]
     assert "[launcher] exit codes: [4, -9]" in pod.text, pod.text[-4000:]  # the survivor's own exit, not JAX's abort
+    assert "process 1 exited with code -9 first" in pod.text, pod.text[-4000:]
+    assert len(pod.pids) == 2 and not left, (pod.pids, left)
     assert latest_step(checkpoints) == 8
 
     resumed = run_pod(1, 1, command("anakin", tmp_path, checkpoints, "--resume", str(checkpoints),
