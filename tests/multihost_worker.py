@@ -25,7 +25,6 @@ def main() -> None:
     parser.add_argument("--process-id", type=int)
     parser.add_argument("--cpu-devices", type=int)
     parser.add_argument("--checkpoint-dir")
-    parser.add_argument("--stop-after", type=int)
     parser.add_argument("--checkpoint-every", type=int, default=0, help="anakin: also save every this many updates")
     parser.add_argument("--updates-per-call", type=int, help="anakin: updates of one compiled call (default: the config's)")
     parser.add_argument("--resume", action="store_true")
@@ -52,8 +51,7 @@ def main() -> None:
 
         from podrl.run.config import CheckpointConfig
 
-        checkpoint = CheckpointConfig(directory=args.checkpoint_dir, stop_after_updates=args.stop_after,
-                                      every_updates=args.checkpoint_every,
+        checkpoint = CheckpointConfig(directory=args.checkpoint_dir, every_updates=args.checkpoint_every,
                                       resume=args.checkpoint_dir if args.resume else None)
         config = (population_config if args.population else anakin_config)(args.updates, logging, checkpoint)
         if args.no_eval:

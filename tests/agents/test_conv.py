@@ -52,8 +52,8 @@ def test_patches_and_conv2d_equal_xla_convolution(shape, k, features, stride, pa
 @pytest.mark.parametrize("shape,k,features,stride,padding", CASES)
 def test_conv2d_gradient_equals_xla_gradient(shape, k, features, stride, padding):
     x, kernel = _inputs(shape, k, features)
-    shape = jax.eval_shape(lambda x, w: _xla(x, w, stride, padding), x, kernel).shape
-    target = jax.jit(lambda: jax.random.normal(jax.random.key(2), shape))()
+    out_shape = jax.eval_shape(lambda x, w: _xla(x, w, stride, padding), x, kernel).shape
+    target = jax.jit(lambda: jax.random.normal(jax.random.key(2), out_shape))()
 
     def loss(conv):
         return lambda x, w: jnp.sum(jnp.tanh(conv(x, w, stride, padding)) * target)

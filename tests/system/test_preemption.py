@@ -57,6 +57,7 @@ def logged_steps(layout: str, stop: int, processes_after: int) -> int:
 
 
 EVALUATED = ["--eval-every", "1", "--eval-episodes", "16"]  # a greedy return in every update's log line
+EVALUATED_AT_END = ["--eval-every", "0", "--eval-episodes", "16"]  # one greedy return, in the closing line
 LOGGED_EVAL = r"^\[p0\] \[{layout}\] step .*\| eval ([\d.]+)"
 
 
@@ -86,7 +87,7 @@ def test_sigterm_to_one_process_stops_every_process_at_one_update_keeping_the_po
     for processes, devices, source in ((1, 1, checkpoints), (2, 2, copy)):
         # the one-process resume evaluates after every update (its first greedy return is compared), the
         # 2 x 2 one only at the end (a greedy evaluation on the new topology, without ~100 more of them)
-        evaluated = EVALUATED if processes == 1 else ["--eval-every", "0", "--eval-episodes", "16"]
+        evaluated = EVALUATED if processes == 1 else EVALUATED_AT_END
         resumed = run_pod(processes, devices, command(layout, tmp_path, source, *evaluated, "--resume", str(source)),
                           timeout=200)
         assert resumed.returncode == 0, resumed.text[-4000:]
