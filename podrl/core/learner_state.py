@@ -128,10 +128,20 @@ def shard_global(train_state: TrainState) -> TrainState:
 
 def init_on_mesh(agent: Agent, key: jax.Array, env_spec: Any, mesh: jax.sharding.Mesh) -> TrainState:
     """`agent.init(key, env_spec)` laid out on the learner `mesh` (Sebulba; Anakin inits inside its own
-    shard_map): replicated, but for `shard_state`, `[D, ...]` over `DATA_AXIS`, each shard's its own."""
-    mapped = jax.shard_map(lambda: shard_global(agent.init(key, env_spec)), mesh=mesh, in_specs=(),
-                           out_specs=train_state_spec())
-    return jax.jit(mapped)()
+    shard_map): replicated, but for `shard_state`, `[D, ...]` over `DATA_AXIS`, each shard's its own.
+
+    The key goes in as an argument (its raw data, a host array every process passes alike), not as a
+    constant of the program: one compiled init serves every seed, and a warm compilation cache serves
+    the next run's."""
+    mapped = jax.shard_map(lambda data: shard_global(agent.init(jax.random.wrap_key_data(data), env_spec)),
+                           mesh=mesh, in_specs=P(), out_specs=train_state_spec())
+    return jax.jit(mapped)(host_key_data(key))
+
+
+def host_key_data(key: jax.Array) -> np.ndarray:
+    """The raw data of a typed PRNG key (uint32 `[2]` for threefry) as a host array: a jitted program
+    takes it as an argument, a replicated one on every process of a multi-process mesh."""
+    return np.asarray(jax.random.key_data(key))
 
 
 def shard_state_bytes(agent: Agent, env_spec: Any) -> int:

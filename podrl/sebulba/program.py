@@ -37,8 +37,8 @@ from podrl.core.distributed import host_sum, is_main_process
 from podrl.run.evaluation import evaluate_host_greedy
 from podrl.core.finite import InputCounts, check_evaluation, check_training, rows_with_nonfinite
 from podrl.core.keys import base_key, seed_keys
-from podrl.core.learner_state import Placement, init_on_mesh, reshard_train_state, train_state_shard_axes, \
-    train_state_spec
+from podrl.core.learner_state import (Placement, host_key_data, init_on_mesh, reshard_train_state,
+                                     train_state_shard_axes, train_state_spec)
 from podrl.core.mesh import local_replica
 from podrl.core.parallel import DATA_AXIS
 from podrl.sebulba.rollout import ActorLink, ActorPolicy, ActorPool, ActorThread, make_act_step, reset_env, warm_up
@@ -103,9 +103,10 @@ class SebulbaProgram:
             self.example = warm_up(self.agent, self.act_step, local_params, self.firsts[0], device,
                                    config.rollout_length, groups)
         self.shardings = learner_shardings(self.mesh, self.example)
-        shards, run_key = self.mesh.devices.size, self.keys.run
-        self.learner_keys = jax.jit(lambda: jax.vmap(lambda d: base_key(run_key, d))(jnp.arange(shards)),
-                                    out_shardings=NamedSharding(self.mesh, P(DATA_AXIS)))()
+        shards = self.mesh.devices.size  # the run key is an argument, not a constant: one program for every seed
+        self.learner_keys = jax.jit(
+            lambda data: jax.vmap(lambda d: base_key(jax.random.wrap_key_data(data), d))(jnp.arange(shards)),
+            out_shardings=NamedSharding(self.mesh, P(DATA_AXIS)))(host_key_data(self.keys.run))
         pieces = [place_on_learners(self.example, self.shardings)] * threads
         step = make_learner_step(self.agent, self.mesh, threads)
         self.step: LearnerStep = step.compile(state, self.learner_keys, np.int32(0), *pieces)

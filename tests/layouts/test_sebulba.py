@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import threading
 import time
@@ -259,15 +260,34 @@ def test_nan_loss_stops_the_run(cpu_devices):
 @pytest.mark.timeout(300)
 def test_nine_short_runs_end_cleanly(cpu_devices):
     """Three short runs per staleness setting, back to back: each ends with its steps counted and
-    no thread left behind."""
+    no thread left behind. Each run has its own seed, which its programs take as data (the init, the
+    learner keys, the rollouts' keys): once each setting has run, a new seed compiles nothing (no
+    program missing from the suite's persistent compilation cache)."""
     before = threading.active_count()
-    for i in range(9):
-        config = tiny(env="CartPole-v1", seed=i, total_steps=4 * 8 * 2, lag=("0", "1", "async")[i % 3],
-                      eval_episodes=0)
-        result = train_sebulba(config, PPOConfig(num_minibatches=2))
-        assert result.env_steps == 4 * 8 * 2
-        assert not sebulba_threads()
+    events = collections.Counter()
+
+    def count(event: str, **_) -> None:
+        events[event] += 1
+
+    jax.monitoring.register_event_listener(count)
+    try:
+        for i in range(9):
+            config = tiny(env="CartPole-v1", seed=i, total_steps=4 * 8 * 2, lag=("0", "1", "async")[i % 3],
+                          eval_episodes=0)
+            events.clear()
+            result = train_sebulba(config, PPOConfig(num_minibatches=2))
+            assert result.env_steps == 4 * 8 * 2
+            assert not sebulba_threads()
+            if i >= 3:
+                compiled = events[CACHE_LOOKUPS] - events[CACHE_HITS]
+                assert events[CACHE_LOOKUPS] > 0 and compiled == 0, (i, dict(events))
+    finally:
+        jax.monitoring.unregister_event_listener(count)
     assert threading.active_count() <= before
+
+
+CACHE_LOOKUPS = "/jax/compilation_cache/compile_requests_use_cache"
+CACHE_HITS = "/jax/compilation_cache/cache_hits"
 
 
 @pytest.mark.timeout(120)
