@@ -96,16 +96,19 @@ def run_pod(processes: int, devices: int, command: list[str], timeout: float, la
 
 
 def alive(pid: int) -> bool:
-    """Whether process `pid` still runs (a zombie counts as dead)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
+    """True while `pid` exists and is not a zombie (an unreaped zombie has stopped running). The state
+    is the field after the command name, which is in parentheses and may hold spaces."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
 
 
 def records(run_dir: Path) -> list[dict]:

@@ -133,15 +133,18 @@ def init_on_mesh(agent: Agent, key: jax.Array, env_spec: Any, mesh: jax.sharding
     The key goes in as an argument (its raw data, a host array every process passes alike), not as a
     constant of the program: one compiled init serves every seed, and a warm compilation cache serves
     the next run's."""
-    mapped = jax.shard_map(lambda data: shard_global(agent.init(jax.random.wrap_key_data(data), env_spec)),
+    data, as_key = host_key_data(key)
+    mapped = jax.shard_map(lambda data: shard_global(agent.init(as_key(data), env_spec)),
                            mesh=mesh, in_specs=P(), out_specs=train_state_spec())
-    return jax.jit(mapped)(host_key_data(key))
+    return jax.jit(mapped)(data)
 
 
-def host_key_data(key: jax.Array) -> np.ndarray:
-    """The raw data of a typed PRNG key (uint32 `[2]` for threefry) as a host array: a jitted program
-    takes it as an argument, a replicated one on every process of a multi-process mesh."""
-    return np.asarray(jax.random.key_data(key))
+def host_key_data(key: jax.Array) -> tuple[np.ndarray, Callable[[jax.Array], jax.Array]]:
+    """`(data, as_key)`: the raw data of a typed PRNG key (uint32 `[2]` for threefry) as a host array,
+    which a jitted program takes as an argument (a replicated one on every process of a multi-process
+    mesh), and the function that makes it a key of `key`'s PRNG implementation again inside the program."""
+    impl = jax.random.key_impl(key)
+    return np.asarray(jax.random.key_data(key)), lambda data: jax.random.wrap_key_data(data, impl=impl)
 
 
 def shard_state_bytes(agent: Agent, env_spec: Any) -> int:

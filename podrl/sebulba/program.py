@@ -103,10 +103,10 @@ class SebulbaProgram:
             self.example = warm_up(self.agent, self.act_step, local_params, self.firsts[0], device,
                                    config.rollout_length, groups)
         self.shardings = learner_shardings(self.mesh, self.example)
-        shards = self.mesh.devices.size  # the run key is an argument, not a constant: one program for every seed
-        self.learner_keys = jax.jit(
-            lambda data: jax.vmap(lambda d: base_key(jax.random.wrap_key_data(data), d))(jnp.arange(shards)),
-            out_shardings=NamedSharding(self.mesh, P(DATA_AXIS)))(host_key_data(self.keys.run))
+        shards = self.mesh.devices.size
+        run_key, as_key = host_key_data(self.keys.run)  # an argument, not a constant: one program for every seed
+        self.learner_keys = jax.jit(lambda data: jax.vmap(lambda d: base_key(as_key(data), d))(jnp.arange(shards)),
+                                    out_shardings=NamedSharding(self.mesh, P(DATA_AXIS)))(run_key)
         pieces = [place_on_learners(self.example, self.shardings)] * threads
         step = make_learner_step(self.agent, self.mesh, threads)
         self.step: LearnerStep = step.compile(state, self.learner_keys, np.int32(0), *pieces)

@@ -257,6 +257,10 @@ def test_nan_loss_stops_the_run(cpu_devices):
     assert not sebulba_threads()
 
 
+CACHE_LOOKUPS = "/jax/compilation_cache/compile_requests_use_cache"  # jax.monitoring events
+CACHE_HITS = "/jax/compilation_cache/cache_hits"
+
+
 @pytest.mark.timeout(300)
 def test_nine_short_runs_end_cleanly(cpu_devices):
     """Three short runs per staleness setting, back to back: each ends with its steps counted and
@@ -284,10 +288,6 @@ def test_nine_short_runs_end_cleanly(cpu_devices):
     finally:
         jax.monitoring.unregister_event_listener(count)
     assert threading.active_count() <= before
-
-
-CACHE_LOOKUPS = "/jax/compilation_cache/compile_requests_use_cache"
-CACHE_HITS = "/jax/compilation_cache/cache_hits"
 
 
 @pytest.mark.timeout(120)

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from pods import alive
+
 ROOT = Path(__file__).resolve().parents[2]
 NUM_PROCESSES = 3
 
@@ -53,27 +55,12 @@ WITH_SIGINT_IGNORED = [sys.executable, "-c", "import os, signal, sys; signal.sig
                        "os.execv(sys.executable, [sys.executable] + sys.argv[1:])"]
 
 
-def running(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie (an unreaped zombie has stopped running)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
-
 def wait_gone(pids: list[int], timeout: float) -> list[int]:
     """The pids still running after `timeout` seconds."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(map(running, pids)):
+    while time.monotonic() < deadline and any(map(alive, pids)):
         time.sleep(0.05)
-    return [pid for pid in pids if running(pid)]
+    return [pid for pid in pids if alive(pid)]
 
 
 @pytest.mark.timeout(120)
@@ -112,5 +99,5 @@ def test_launcher_forwards_the_signal_to_every_process_and_leaves_no_orphan(tmp_
             launcher.kill()
             launcher.wait()
         for pid in pids:  # never leave a stray process behind, even when the test fails
-            if running(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)

@@ -86,7 +86,7 @@ def test_sigterm_to_one_process_stops_every_process_at_one_update_keeping_the_po
 
     for processes, devices, source in ((1, 1, checkpoints), (2, 2, copy)):
         # the one-process resume evaluates after every update (its first greedy return is compared), the
-        # 2 x 2 one only at the end (a greedy evaluation on the new topology, without ~100 more of them)
+        # 2 x 2 one only at the end (a greedy evaluation on the new topology, not one after every update)
         evaluated = EVALUATED if processes == 1 else EVALUATED_AT_END
         resumed = run_pod(processes, devices, command(layout, tmp_path, source, *evaluated, "--resume", str(source)),
                           timeout=200)
