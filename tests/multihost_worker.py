@@ -4,7 +4,8 @@ Trains an Anakin or Sebulba run of `--agent` (default ppo) with the README's
 multi-process settings and every other field at its default (evaluation included),
 shortened only by the number of updates, and writes this process's final params (and
 first shard of per-learner-shard state), step counts and last evaluation return to
-`<out>/p<process_id>.npz`.
+`<out>/p<process_id>.npz`, with the number of programs spanning processes that this process
+compiled itself (`spanning_compiles`; with `--share-compiles` every process but 0 loads them).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def main() -> None:
     parser.add_argument("--num-processes", type=int)
     parser.add_argument("--process-id", type=int)
     parser.add_argument("--cpu-devices", type=int)
+    parser.add_argument("--share-compiles", action="store_true")
     parser.add_argument("--checkpoint-dir")
     parser.add_argument("--checkpoint-every", type=int, default=0, help="anakin: also save every this many updates")
     parser.add_argument("--updates-per-call", type=int, help="anakin: updates of one compiled call (default: the config's)")
@@ -31,15 +33,26 @@ def main() -> None:
     parser.add_argument("--agent", default="ppo", help="a registered agent name, at its default config")
     parser.add_argument("--population", action="store_true", help="population_config instead of anakin_config")
     parser.add_argument("--no-eval", action="store_true", help="anakin: eval_episodes=0 (no greedy evaluation)")
+    parser.add_argument("--others-cache", help="processes 1.. use this (empty) compilation cache folder, not the "
+                                               "suite's: they find nothing there, so every program spanning "
+                                               "processes comes from process 0, which may find it in its cache")
     args = parser.parse_args()
 
     import jax
     import numpy as np
 
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)
+    if args.others_cache:
+        # JAX puts the cache folder's path in every program's compile options (for XLA's GPU autotuning
+        # cache), which would make the processes' cache keys differ; that cache does nothing on CPU
+        jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
+        if args.process_id:
+            jax.config.update("jax_compilation_cache_dir", args.others_cache)
+    spanning_compiles = count_spanning_compiles()
     from podrl.core.distributed import DistributedConfig, initialize
 
-    initialize(DistributedConfig(args.coordinator, args.num_processes, args.process_id))
+    initialize(DistributedConfig(args.coordinator, args.num_processes, args.process_id,
+                                 share_compiles=args.share_compiles))
     from podrl.agents import AGENTS
     from podrl.run.config import LoggingConfig
 
@@ -70,7 +83,24 @@ def main() -> None:
     # params, and this process's first shard of any per-learner-shard state (e.g. DQN's replay buffer)
     leaves = [np.asarray(x.addressable_data(0)) for x in jax.tree.leaves((train_state.params, train_state.shard_state))]
     np.savez(os.path.join(args.out, f"p{jax.process_index()}.npz"), *leaves,
-             local_steps=local_steps, global_steps=global_steps, final_eval=final_eval)
+             local_steps=local_steps, global_steps=global_steps, final_eval=final_eval,
+             spanning_compiles=len(spanning_compiles))
+
+
+def count_spanning_compiles() -> list[str]:
+    """The names of the programs spanning processes this process compiles from now on (appended as XLA
+    compiles them; a program loaded from the cache or from process 0 is not a compile)."""
+    from jax._src import compiler
+
+    names, compile_and_load = [], compiler.backend_compile_and_load
+
+    def counting(backend, module, executable_devices, *args, **kwargs):
+        if len({device.process_index for device in executable_devices}) > 1:
+            names.append(str(module.operation.attributes["sym_name"]))
+        return compile_and_load(backend, module, executable_devices, *args, **kwargs)
+
+    compiler.backend_compile_and_load = counting
+    return names
 
 
 def anakin_config(updates: int, logging, checkpoint=None):

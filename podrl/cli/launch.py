@@ -3,11 +3,12 @@
     podrl launch --num-processes 2 --devices-per-process 2 -- podrl anakin --num-envs 8
 
 Each process gets `--coordinator 127.0.0.1:<port> --num-processes N --process-id i
---cpu-devices K` appended to the command (the coordinator binds to loopback
-unless --host says otherwise). Output lines are prefixed with `[p<i>]`. If any
-process exits non-zero, the others get `LOSS_GRACE_S` to stop on their own (a podrl
-process that loses a peer says so and exits), are then stopped, and the launcher
-exits non-zero, naming the process that failed first. Ctrl-C (SIGINT) and SIGTERM
+--cpu-devices K --share-compiles` appended to the command (the coordinator binds to loopback
+unless --host says otherwise). Every process runs on this machine, so process 0 compiles each
+program that spans processes and the others load its binary (`podrl.core.shared_compiles`).
+Output lines are prefixed with `[p<i>]`. If any process exits non-zero, the others get
+`LOSS_GRACE_S` to stop on their own (a podrl process that loses a peer says so and exits), are
+then stopped, and the launcher exits non-zero, naming the process that failed first. Ctrl-C (SIGINT) and SIGTERM
 are forwarded (a podrl run then stops every process at one update, checkpoint first).
 
 Supervisor (`--supervise N`): the loop that brings a pod back. After an attempt that a
@@ -59,7 +60,7 @@ def free_port(host: str) -> int:
 def child_command(command: list[str], args: argparse.Namespace, port: int, index: int, processes: int) -> list[str]:
     return command + [
         "--coordinator", f"{args.host}:{port}", "--num-processes", str(processes),
-        "--process-id", str(index), "--cpu-devices", str(args.devices_per_process),
+        "--process-id", str(index), "--cpu-devices", str(args.devices_per_process), "--share-compiles",
     ]
 
 

@@ -34,6 +34,8 @@ class DistributedConfig:
     """Seconds to wait for every process to reach the coordinator before failing."""
     heartbeat_timeout_s: int = 100
     """Seconds without a heartbeat after which JAX's coordination service declares a process lost and ends the others (bounds how long a vanished host stalls the run)."""
+    share_compiles: bool = False
+    """Compile each program that spans processes once, on process 0; the others load its binary through the coordinator (needs the compilation cache on; machines of one kind only: the binary is built for process 0's; `podrl launch` turns it on)."""
 
     def __post_init__(self):
         require_int(self, "init_timeout_s")
@@ -82,6 +84,10 @@ def initialize(config: DistributedConfig) -> None:
             _check_reachable(config.coordinator, config.init_timeout_s)
         jax.distributed.initialize(coordinator_address=config.coordinator, num_processes=config.num_processes,
                                    process_id=config.process_id, **timeouts)
+    if config.share_compiles:
+        from podrl.core import shared_compiles
+
+        shared_compiles.enable()
     _joined = config
 
 

@@ -35,8 +35,13 @@ def launch(num_processes: int, devices: int, command: list[str], timeout: float)
 def load(path: Path) -> tuple[list[np.ndarray], int, int, float]:
     """`(param leaves, local env steps, global env steps, last eval return)` a worker saved."""
     data = np.load(path)
-    leaves = [data[f"arr_{i}"] for i in range(len(data.files) - 3)]
+    leaves = [data[f"arr_{i}"] for i in range(len(data.files) - 4)]
     return leaves, int(data["local_steps"]), int(data["global_steps"]), float(data["final_eval"])
+
+
+def spanning_compiles(path: Path) -> int:
+    """How many programs spanning processes the worker compiled itself (`multihost_worker.count_spanning_compiles`)."""
+    return int(np.load(path)["spanning_compiles"])
 
 
 @pytest.mark.timeout(300)
@@ -93,13 +98,18 @@ def test_anakin_muzero_two_processes_checkpoint_and_resume_consistently(tmp_path
     update 2's, restoring the same state (params, optimiser, target network and every shard's
     replay), and ends exactly where the uninterrupted run ended; the replay learned from update 2
     on (min_fill 512 = 2 updates of 2 envs x 128 steps), so updates 3-4 took gradient steps after
-    the restore."""
+    the restore.
+
+    Process 1 of both pods compiles no program that spans the processes (`podrl launch`'s
+    --share-compiles): it looks in an empty cache folder of its own, so it loads each one from process
+    0, which compiles it in the first pod and finds it in the suite's cache in the second."""
     import orbax.checkpoint as ocp
 
     whole, parts, shared = tmp_path / "whole", tmp_path / "parts", tmp_path / "ckpt"
     whole.mkdir(), parts.mkdir()
     base = WORKER + ["--layout", "anakin", "--agent", "muzero", "--updates", "4", "--no-eval",  # the state is compared
-                     "--updates-per-call", "2", "--checkpoint-dir", str(shared)]
+                     "--updates-per-call", "2", "--checkpoint-dir", str(shared),
+                     "--others-cache", str(tmp_path / "process-1-cache")]
     result = launch(2, 2, base + ["--out", str(whole), "--checkpoint-every", "2"], timeout=180)
     assert result.returncode == 0, result.stdout[-4000:]
     manager = ocp.CheckpointManager(shared)
@@ -115,6 +125,7 @@ def test_anakin_muzero_two_processes_checkpoint_and_resume_consistently(tmp_path
     (p0, *_), (p1, *_) = load(whole / "p0.npz"), load(whole / "p1.npz")
     assert int(p0[-1].reshape(-1)[0]) == int(p1[-1].reshape(-1)[0]) == 4 * 2 * 128  # each shard's replay size
     assert not np.array_equal(p0[-9], p1[-9])  # each process's shards hold its own envs' observations
+    assert spanning_compiles(whole / "p1.npz") == spanning_compiles(parts / "p1.npz") == 0
 
 
 @pytest.mark.timeout(300)
