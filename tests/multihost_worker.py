@@ -90,17 +90,9 @@ def main() -> None:
 def count_spanning_compiles() -> list[str]:
     """The names of the programs spanning processes this process compiles from now on (appended as XLA
     compiles them; a program loaded from the cache or from process 0 is not a compile)."""
-    from jax._src import compiler
+    from compile_spy import spy_compiles
 
-    names, compile_and_load = [], compiler.backend_compile_and_load
-
-    def counting(backend, module, executable_devices, *args, **kwargs):
-        if len({device.process_index for device in executable_devices}) > 1:
-            names.append(str(module.operation.attributes["sym_name"]))
-        return compile_and_load(backend, module, executable_devices, *args, **kwargs)
-
-    compiler.backend_compile_and_load = counting
-    return names
+    return spy_compiles(keep=lambda devices: len({device.process_index for device in devices}) > 1)
 
 
 def anakin_config(updates: int, logging, checkpoint=None):

@@ -203,4 +203,23 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_the_supervisor_demo_preempts_relaunches_on_fewer_processes_and_finishes",),
         "a SIGTERM to one process of a pod stops that process alone: the others block in their next collective "
         "and no consistent checkpoint is written"),
+    # ---------------------------------------------------------------- compile once (issue 41's suite time)
+    Mutation(
+        "resume-recompiles", "podrl/run/checkpoint.py",
+        "        if isinstance(x, jax.Array) and x.sharding.is_equivalent_to(sharding, x.ndim):",
+        "        if False:",
+        ("tests/run/test_checkpoint.py::test_anakin_stop_resume_is_bit_identical_to_an_uninterrupted_run",),
+        "a resumed Anakin run compiles its train and eval programs again instead of loading them from the cache"),
+    Mutation(
+        "update-traced-twice", "podrl/anakin/compiled.py",
+        "                state, metrics, totals, counts = update(state, index)",
+        "                state, metrics, totals, counts = self._update(state, index)",
+        ("tests/layouts/test_anakin.py::test_train_call_is_traced_once_across_updates",),
+        "every Anakin program traces its update twice (seconds more compile time for MuZero and R2D2)"),
+    Mutation(
+        "learning-steps-traced-twice", "agents/off_policy.py",
+        "    learn = jax.jit(functools.partial(_learn, sgd_step, buffer, num_steps))",
+        "    learn = functools.partial(_learn, sgd_step, buffer, num_steps)",
+        ("tests/layouts/test_anakin.py::test_train_call_is_traced_once_across_updates",),
+        "a replay agent's learning steps traced twice per trace of its update"),
 )

@@ -121,7 +121,14 @@ def _targets(like: Any, placement: Placement | None, saved_shards: int | None) -
     def target(x, spec, axis):
         if moved and axis >= 0:  # calloc'd: no memory is touched until orbax writes into it
             return np.zeros(x.shape[:axis] + (saved_shards,) + x.shape[axis + 1:], x.dtype)
-        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(placement.mesh, spec))
+        sharding = NamedSharding(placement.mesh, spec)
+        if isinstance(x, jax.Array) and x.sharding.is_equivalent_to(sharding, x.ndim):
+            # The fresh leaf's own sharding object when it lays the leaf out the same way: `P("population")`
+            # over a population axis of size 1 and the `P()` that jit gives its output are the same layout,
+            # but not the same input sharding to the compiled program, whose cache key would then differ
+            # (a resumed run would compile its program again instead of finding it in the cache).
+            sharding = x.sharding
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
 
     specs, axes = broadcast_prefix(placement.specs, data), broadcast_prefix(placement.shard_axes, data)
     return jax.tree.map(target, data, specs, axes)

@@ -22,6 +22,7 @@ from podrl.anakin.config import AnakinConfig
 from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.core.errors import ConfigError
 from podrl.sebulba import SebulbaConfig, train_sebulba
+from compile_spy import spy_compiles
 from resume_twins import ConstantBandit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,16 +49,20 @@ def leaves(tree) -> list[np.ndarray]:
 @pytest.mark.parametrize("agent", [PPOConfig(), PPOConfig(core="lstm", core_size=16),
                                    PQNConfig(epsilon_decay_fraction=1.0), PPOConfig(normalize_observations=True)],
                          ids=["ppo", "ppo-lstm", "pqn", "ppo-obs-norm"])
-def test_anakin_stop_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, cpu_devices, agent):
+def test_anakin_stop_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, cpu_devices, agent, monkeypatch):
     """With an LSTM core the actors' core states (`acting.actor_state`) resume too; PQN's params
     carry epsilon (its first leaf, still decaying at update 4 with the decay over the whole run); with
-    normalize_observations the params carry the running statistics (their count shows the resume)."""
+    normalize_observations the params carry the running statistics (their count shows the resume).
+    The restored state is laid out as a fresh one, so the resumed run loads its programs from the
+    compilation cache instead of compiling them again."""
     whole = train_anakin(anakin(tmp_path, "whole"), agent)
     first = train_anakin(anakin(tmp_path, "part", stop_after_updates=4), agent)
     assert first.stopped_by == "stop_after_updates"
     assert int(np.asarray(first.state.train_state.update_step)[0]) == 4
     assert [r["updates"] for r in first.history] == [3, 4]
+    compiled = spy_compiles(patch=monkeypatch.setattr)
     rest = train_anakin(anakin(tmp_path, "rest", resume=str(tmp_path / "part")), agent)
+    assert not {"jit__call_shard", "jit__eval_shard"} & set(compiled), compiled
     assert rest.stopped_by is None
     assert int(np.asarray(rest.state.train_state.update_step)[0]) == 10
     # it started at update 4 and ran exactly the 6 missing updates (calls 4..7 and 7..10);
