@@ -106,8 +106,7 @@ def replay_and_learn(buffer: Any, items: Any, added: int, update_step: Array, mi
         priorities = vary_across_learners(buffer.priorities)
         pending = vary_like(prioritised.nothing_pending(priorities, batch_size), priorities.tree.nodes)
         carry = (carry, (priorities, pending))
-    # jitted so that one trace of the steps serves both their metrics' shapes and the cond's branch
-    learn = jax.jit(functools.partial(_learn, sgd_step, buffer, num_steps))
+    learn = functools.partial(_learn, sgd_step, buffer, num_steps)
     skipped = jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), jax.eval_shape(learn, carry, key)[1])
     # the learned metrics vary like the train state (e.g. per population member); so must the zeros
     skipped = vary_like(skipped, update_step)

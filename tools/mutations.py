@@ -210,16 +210,4 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if False:",
         ("tests/run/test_checkpoint.py::test_anakin_stop_resume_is_bit_identical_to_an_uninterrupted_run",),
         "a resumed Anakin run compiles its train and eval programs again instead of loading them from the cache"),
-    Mutation(
-        "update-traced-twice", "podrl/anakin/compiled.py",
-        "                state, metrics, totals, counts = update(state, index)",
-        "                state, metrics, totals, counts = self._update(state, index)",
-        ("tests/layouts/test_anakin.py::test_train_call_is_traced_once_across_updates",),
-        "every Anakin program traces its update twice (seconds more compile time for MuZero and R2D2)"),
-    Mutation(
-        "learning-steps-traced-twice", "agents/off_policy.py",
-        "    learn = jax.jit(functools.partial(_learn, sgd_step, buffer, num_steps))",
-        "    learn = functools.partial(_learn, sgd_step, buffer, num_steps)",
-        ("tests/layouts/test_anakin.py::test_train_call_is_traced_once_across_updates",),
-        "a replay agent's learning steps traced twice per trace of its update"),
 )

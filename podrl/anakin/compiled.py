@@ -189,13 +189,9 @@ class AnakinCompiled:
     def _call_shard(self, state: AnakinState, first_update: Array, limit: Array) -> tuple[AnakinState, CallMetrics]:
         self.trace_count += 1
 
-        # One trace of the update serves both uses: the metrics' shapes (for the accumulator's zeros)
-        # and the scanned update reuse the jitted update's traced program, as their arguments' types agree.
-        update = jax.jit(self._update)
-
         def one_seed(state):
             state = state._replace(train_state=shard_local(state.train_state))
-            metric_shapes = jax.eval_shape(lambda s: update(s, first_update)[1], state)
+            metric_shapes = jax.eval_shape(lambda s: self._update(s, first_update)[1], state)
             zeros = vary_like(CallMetrics(  # a member's metrics vary over the rows, not the row's shards
                 agent=jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes),
                 episodes=EpisodeTotals.zeros(),
@@ -205,7 +201,7 @@ class AnakinCompiled:
 
             def do_update(carry, index):
                 state, acc = carry
-                state, metrics, totals, counts = update(state, index)
+                state, metrics, totals, counts = self._update(state, index)
                 acc = acc._replace(
                     agent=jax.tree.map(jnp.add, acc.agent, metrics),
                     episodes=acc.episodes + totals,
