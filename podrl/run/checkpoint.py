@@ -25,7 +25,9 @@ for the last. No pickle anywhere: arrays go through tensorstore, the config thro
 
 Restoring (`Checkpointer.restore_onto`) builds the targets by hand on the run's mesh:
 `NamedSharding(mesh, spec)` from the layout's specs (`podrl.core.learner_state.Placement`), never
-the shardings saved with the checkpoint, so a run restores onto whatever mesh it has. When the
+the shardings saved with the checkpoint, so a run restores onto whatever mesh it has; where the
+fresh state's own sharding is equivalent, that one (so the train program's cache key matches a fresh
+run's and the resumed run finds its compiled programs). When the
 checkpoint's learner-shard count differs, the leaves whose shape depends on it (per learner
 shard) come back on the host and the layout's rule moves them (`Placement.reshard`).
 """
