@@ -210,4 +210,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if False:",
         ("tests/run/test_checkpoint.py::test_anakin_stop_resume_is_bit_identical_to_an_uninterrupted_run",),
         "a resumed Anakin run compiles its train and eval programs again instead of loading them from the cache"),
+    # ---------------------------------------------------------------- stop at a target return
+    Mutation(
+        "stop-at-return-ignored", "podrl/run/driver.py",
+        "    if loop.reached:  # every process decided the same (`reached_target`): none waits in after_update",
+        "    if False:",
+        ("tests/run/test_driver.py::test_stop_at_return_stops_at_the_first_evaluation_that_reaches_it",),
+        "a run goes on past the first evaluation that reached stop_at_return"),
+    Mutation(
+        "stop-at-return-any-seed", "podrl/run/driver.py",
+        "    return process_0s(eval_return is not None and bool(np.all(np.asarray(eval_return) >= target)))",
+        "    return process_0s(eval_return is not None and bool(np.any(np.asarray(eval_return) >= target)))",
+        ("tests/run/test_driver.py::test_reached_target_needs_every_seed_at_or_above_it",),
+        "one seed reaching the target stops a multi-seed run"),
 )

@@ -12,6 +12,7 @@ with the field name.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Annotated, ClassVar
 
 import tyro
@@ -108,6 +109,8 @@ class RunConfig:
     """Step bound of one evaluation episode (for envs without a time limit)."""
     eval_async: bool = option(False, box="evaluation", on_resume=MAY_CHANGE)
     """Evaluate in a background thread on a copy of update k's params while training goes on (logged at k as its own record; at most one in flight)."""
+    stop_at_return: float | None = option(None, box="evaluation", on_resume=MAY_CHANGE)
+    """Stop the run at the first evaluation whose greedy return reaches this (every seed's and member's), with its final checkpoint; needs eval_every > 0 and no eval_async. None = run to total_steps."""
     compile_cache: str = option("auto", on_resume=MAY_CHANGE)
     """Persistent compilation cache (training scripts): 'auto' (JAX_COMPILATION_CACHE_DIR, else ~/.cache/podrl/jax), 'none', or a folder."""
     logging: LoggingConfig = option(default_factory=LoggingConfig, on_resume=MAY_CHANGE)
@@ -119,11 +122,22 @@ class RunConfig:
         require_int(self, "total_steps", "eval_max_steps")
         require_int(self, "seed", "eval_every", "eval_episodes", minimum=0)
         require_bool(self, "eval_async")
+        self._check_stop_at_return()
         if not isinstance(self.env, str) or not self.env:
             raise ConfigError("env", f"must be a non-empty env name, got {self.env!r}")
         if self.total_steps < self.steps_per_update:
             raise ConfigError("total_steps", f"{self.total_steps} is less than one update "
                                              f"({self.steps_per_update} steps)")
+
+    def _check_stop_at_return(self) -> None:
+        if self.stop_at_return is None:
+            return
+        require_number(self, "stop_at_return", low=-math.inf)
+        needs = ("eval_episodes is 0 (no evaluation)" if not self.eval_episodes else
+                 "eval_every is 0 (one evaluation, at the end)" if not self.eval_every else
+                 "eval_async is on (its returns arrive updates later)" if self.eval_async else None)
+        if needs:
+            raise ConfigError("stop_at_return", f"needs periodic evaluations in the training loop, but {needs}")
 
     @property
     def steps_per_update(self) -> int:

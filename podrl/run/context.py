@@ -149,14 +149,18 @@ class RunContext:
             self._schedule.saved(update)
         return False
 
-    def finish(self, update: int, state: Any, params: Any, sps: float, eval_return: Any) -> str | None:
+    def finish(self, update: int, state: Any, params: Any, sps: float, eval_return: Any,
+               reached_target: bool = False) -> str | None:
         """Saves the final checkpoint and prints the closing line.
 
-        Returns what stopped the run early ("SIGINT", "SIGTERM",
-        "stop_after_updates"), or None when it ran to its total.
+        Returns what stopped the run early ("SIGINT", "SIGTERM", "stop_at_return" when
+        `reached_target`: an evaluation reached `config.stop_at_return`, "stop_after_updates"), or
+        None when it ran to its total.
         """
         self.save(update, state, params)
-        stopped_by = self.stop_requested or ("stop_after_updates" if update < self.config.num_updates else None)
+        early = update < self.config.num_updates
+        stopped_by = self.stop_requested or ("stop_at_return" if reached_target and early else None) or (
+            "stop_after_updates" if early else None)
         by = self._stop.describe() if self.stop_requested else stopped_by  # a pod's says which process(es) asked
         greedy = format_return(eval_return)
         where = f"; checkpoint in {self.checkpoints.directory}" if self.checkpoints.directory else ""

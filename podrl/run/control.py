@@ -94,14 +94,14 @@ class SaveSchedule:
         by_count = self.every_updates > 0 and update - self.last_update >= self.every_updates
         by_time = self.every_seconds > 0 and time.monotonic() - self.last_time >= self.every_seconds
         if self.every_seconds > 0:
-            by_time = _process_0s(by_time)
+            by_time = process_0s(by_time)
         return by_count or by_time
 
     def saved(self, update: int) -> None:
         self.last_update, self.last_time = update, time.monotonic()
 
 
-def _process_0s(decision: bool) -> bool:
+def process_0s(decision: bool) -> bool:
     """Process 0's `decision`, on every process (itself with one process)."""
     import jax
 

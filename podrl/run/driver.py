@@ -9,6 +9,7 @@ Everything else happens here, the same way in both layouts:
     while updates remain:
         call: updates first..last-1 -> (state, record or None)   # NaN/Inf check inside
         record?  evaluate when due, the program's after-record hook (PBT), log / history / progress
+        greedy return >= stop_at_return?  stop     # process 0's evaluation decides, for every process
         run.after_update(last, ...)                 # periodic checkpoint; True = a stop signal
     run.finish(...)                                 # final checkpoint, closing line
 
@@ -31,6 +32,9 @@ when a peer dies) is told from the others by `podrl.run.preemption.lost_processe
 
 Stops: `run.after_update` is asked after every call on every process; with several processes a
 stop signal to any of them is agreed there (`podrl.run.preemption`), so all stop after one call.
+With `stop_at_return`, the run also stops after the first evaluation whose greedy return reaches it
+(every seed's and member's): the evaluations fall after the same calls on every process, and process 0's
+decision is broadcast to the others (a Sebulba pod evaluates on process 0 only).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import time
 from typing import Any, NamedTuple, Protocol
 
 import jax
+import numpy as np
 
 from podrl.core.errors import NonFiniteError
 from podrl.core.learner_state import Placement
@@ -103,7 +108,8 @@ class Driven(NamedTuple):
     eval_return: Any  # the last evaluation's greedy return, or None
     compile_seconds: float
     steps_per_second: float  # env steps per second of training calls (evaluation and compile excluded)
-    stopped_by: str | None  # "SIGTERM", "SIGINT", "stop_after_updates", or None
+    stopped_by: str | None  # "SIGTERM", "SIGINT", "stop_at_return", "stop_after_updates", or None
+    updates: int  # the updates done when it ended (the run's total, or fewer when stopped early)
 
 
 class _Loop:
@@ -113,6 +119,7 @@ class _Loop:
         self.state, self.done, self.logged_at = state, start, start
         self.history: list[dict[str, Any]] = []
         self.eval_return: Any = None
+        self.reached = False  # an evaluation reached `stop_at_return`
         self.evals = evals  # the background evaluation (eval_async), or None: evaluate in the loop
         self.train_seconds = 0.0
         self.calls = 0
@@ -143,8 +150,9 @@ def drive(program: Program, run: RunContext) -> Driven:
     finally:
         profiler.stop()
     sps = program.env_steps_of(loop.done - run.start) / max(loop.train_seconds, 1e-9)
-    stopped_by = run.finish(loop.done, loop.state, program.params(loop.state), sps, loop.eval_return)
-    return Driven(loop.state, loop.history, loop.eval_return, compile_seconds, sps, stopped_by)
+    stopped_by = run.finish(loop.done, loop.state, program.params(loop.state), sps, loop.eval_return,
+                            reached_target=loop.reached)
+    return Driven(loop.state, loop.history, loop.eval_return, compile_seconds, sps, stopped_by, loop.done)
 
 
 def _after_failure(program: Program, run: RunContext, loop: _Loop, error: BaseException) -> None:
@@ -182,6 +190,8 @@ def _one_call(program: Program, run: RunContext, loop: _Loop, profiler: CallProf
     loop.calls, loop.done = loop.calls + 1, last
     if record is not None:
         _record(program, run, loop, record, last)
+    if loop.reached:  # every process decided the same (`reached_target`): none waits in after_update
+        return True
     return run.after_update(last, loop.state, program.params(loop.state))
 
 
@@ -197,12 +207,23 @@ def _record(program: Program, run: RunContext, loop: _Loop, record: dict[str, An
     config = run.config
     if eval_due(config.eval_every, loop.logged_at, update, run.limit, config.num_updates):
         _evaluate(program, run, loop, record, update)
+        if config.stop_at_return is not None:
+            loop.reached = reached_target(record.get("eval_return"), config.stop_at_return)
     loop.logged_at = update
     loop.state = program.after_record(loop.state, record, update)
     step = run.logged_steps(update)
     run.logger.log(step, record)
     loop.history.append({"step": step, **record})
     run.logger.progress(step, run.logged_steps(config.num_updates), record["sps"], program.progress(record))
+
+
+def reached_target(eval_return: Any, target: float) -> bool:
+    """Whether the greedy return `eval_return` (a float, `[S]` per seed or member, or None where this
+    process did not evaluate) is at least `target` for every seed; process 0's answer, on every process
+    (call it on all of them at the same point)."""
+    from podrl.run.control import process_0s
+
+    return process_0s(eval_return is not None and bool(np.all(np.asarray(eval_return) >= target)))
 
 
 def _evaluate(program: Program, run: RunContext, loop: _Loop, record: dict[str, Any], update: int) -> None:

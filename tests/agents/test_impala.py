@@ -270,7 +270,7 @@ def test_impala_solves_cartpole_through_anakin(cpu_devices):
     """Default ImpalaConfig, 16 envs x 16 steps per update (one SGD step each), 2 devices:
     greedy return 500 on every seed tried in ~5 s of training (measured on 2 CPU cores)."""
     config = AnakinConfig(env="CartPole-v1", num_envs=16, rollout_length=16, total_steps=300_000,
-                          num_devices=2, updates_per_call=64, eval_every=0, eval_episodes=64,
+                          num_devices=2, updates_per_call=64, eval_every=64, eval_episodes=64, stop_at_return=475.0,
                           logging=LoggingConfig(run_dir=None, console=False))
     result = train_anakin(config, ImpalaConfig())
     assert result.final_eval_return.shape == (1,)

@@ -190,8 +190,8 @@ def test_pqn_solves_cartpole_through_anakin(cpu_devices):
     18.0, 9.5, 15.1 on seeds 0-2. At 200k steps seeds 5 and 6 ended at 228 and 335 and seed 0 at
     459.9 on an AMD machine (500 on Intel), so 200k was a lottery, not a learning test."""
     config = AnakinConfig(env="CartPole-v1", num_envs=16, rollout_length=32, total_steps=300_000,
-                          num_devices=1, updates_per_call=16, eval_every=0, eval_episodes=32,
-                          logging=LoggingConfig(run_dir=None, console=False))
+                          num_devices=1, updates_per_call=16, eval_every=32, eval_episodes=32, stop_at_return=400.0,
+                          logging=LoggingConfig(run_dir=None, console=False))  # stops at the first evaluation >= 400
     assert anakin_initial_return(config, PQNConfig(), cpu_devices[:1])[0] < 50.0
     result = train_anakin(config, PQNConfig())
     assert result.final_eval_return[0] >= 400.0, result.final_eval_return
@@ -207,8 +207,8 @@ def test_pqn_solves_gymnasium_cartpole_under_sebulba(cpu_devices):
     At 200k steps seed 7 ended at 334, so 400 is asked of a run that reaches 500."""
     assert sebulba_initial_return(PQNConfig(), "CartPole-v1") < 50.0
     config = SebulbaConfig(env="CartPole-v1", total_steps=300_000, envs_per_thread=16, rollout_length=32,
-                           lag="1", actor_devices=(0,), learner_devices=(1,), log_every=50,
-                           eval_episodes=32, logging=QUIET)
+                           lag="1", actor_devices=(0,), learner_devices=(1,), log_every=50, eval_every=50,
+                           eval_episodes=32, stop_at_return=400.0, logging=QUIET)  # stops at the first >= 400
     result = train_sebulba(config, PQNConfig())
     assert result.final_eval_return >= 400.0, result.history[-1]
     assert (result.policy_lags[1:] == 1).all()

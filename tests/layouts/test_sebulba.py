@@ -349,10 +349,12 @@ def test_agents_solve_gymnasium_cartpole_under_sebulba(cpu_devices, agent_config
                                                        rollout_length, total_steps, threshold):
     """1 actor device, 2 learner devices, lag 1: the discrete agents on gymnasium's own CartPole-v1
     on the host, the continuous ones (SAC, TD3) on ReachCue-v0 through the JAX host adapter (see
-    tests/test_continuous.py: an untrained greedy policy returns ~5.3 there)."""
+    tests/test_continuous.py: an untrained greedy policy returns ~5.3 there). The threshold within
+    `total_steps`, evaluated every 50 updates, the run stopping at the first evaluation that reaches it
+    (2026-12-06, seed 0: PPO 500.0 at 51k steps, IMPALA 500.0 at 77k)."""
     config = SebulbaConfig(env=env, total_steps=total_steps, envs_per_thread=envs_per_thread,
                            rollout_length=rollout_length, lag="1", actor_devices=(0,), learner_devices=(1, 2),
-                           log_every=50, eval_episodes=32, logging=QUIET)
+                           log_every=50, eval_every=50, eval_episodes=32, stop_at_return=threshold, logging=QUIET)
     result = train_sebulba(config, agent_config)
     assert result.final_eval_return >= threshold, result.history[-1]
     assert (result.policy_lags[1:] == 1).all()

@@ -1,5 +1,6 @@
-"""The one driver (`podrl.run.driver`): the evaluation schedule counts updates in both layouts, and a
-NaN/Inf from the env stops a run with one message naming the input and where it came from."""
+"""The one driver (`podrl.run.driver`): the evaluation schedule counts updates in both layouts, a run
+stops at the first evaluation that reaches `stop_at_return`, and a NaN/Inf from the env stops a run
+with one message naming the input and where it came from."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from podrl.agents.ppo import PPOConfig
@@ -16,9 +18,10 @@ from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from faulty_envs import NaNAfter, NaNWhenRepeated
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.run.config import LoggingConfig
-from podrl.run.driver import eval_due
-from podrl.core.errors import NonFiniteError
+from podrl.run.checkpoint import Checkpointer
+from podrl.run.config import CheckpointConfig, LoggingConfig
+from podrl.run.driver import eval_due, reached_target
+from podrl.core.errors import ConfigError, NonFiniteError
 from podrl.sebulba import SebulbaConfig, train_sebulba
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +65,42 @@ def test_sebulba_eval_every_counts_updates_like_anakin(cpu_devices):
     result = train_sebulba(sebulba(eval_every=3), AGENT)
     assert [r["updates"] for r in result.history] == [2, 4, 6, 8]
     assert evaluated_at(result.history) == [4, 6, 8]
+
+
+def test_reached_target_needs_every_seed_at_or_above_it():
+    assert reached_target(4.0, 4.0) and not reached_target(3.9, 4.0)
+    assert reached_target(np.array([5.0, 4.0]), 4.0) and not reached_target(np.array([5.0, 3.0]), 4.0)
+    assert not reached_target(None, -1e9)  # this process did not evaluate (one process: never reached)
+
+
+@pytest.mark.parametrize("overrides, why", [
+    (dict(stop_at_return=float("nan")), "finite number"),
+    (dict(stop_at_return=400.0, eval_episodes=0), "eval_episodes is 0"),
+    (dict(stop_at_return=400.0, eval_every=0), "eval_every is 0"),
+    (dict(stop_at_return=400.0, eval_every=8, eval_async=True), "eval_async is on"),
+])
+def test_stop_at_return_without_periodic_evaluations_is_a_config_error(overrides, why):
+    for make in (anakin, sebulba):
+        with pytest.raises(ConfigError, match=why) as info:
+            make(**overrides)
+        assert info.value.field == "stop_at_return"
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("layout", ["anakin", "sebulba"])
+def test_stop_at_return_stops_at_the_first_evaluation_that_reaches_it(cpu_devices, tmp_path, layout):
+    """The same programs as the tests above: a target every return reaches stops the run after its first
+    evaluation (update 4 of 12, or 2 of 8) with the final checkpoint there; one no return reaches changes
+    nothing (every evaluation, to the end)."""
+    make, train, first, last = (anakin, train_anakin, 4, 12) if layout == "anakin" else (sebulba, train_sebulba, 2, 8)
+    every = dict(eval_every=4) if layout == "anakin" else dict(eval_every=2)
+    checkpoints = CheckpointConfig(directory=str(tmp_path / "ckpt"))
+    stopped = train(make(stop_at_return=-1e9, checkpoint=checkpoints, **every), AGENT)
+    assert stopped.stopped_by == "stop_at_return" and evaluated_at(stopped.history) == [first], stopped.history
+    assert stopped.history[-1]["updates"] == first
+    assert Checkpointer(str(tmp_path / "ckpt"), read_only=True).latest_step() == first
+    ran = train(make(stop_at_return=1e9, **every), AGENT)
+    assert ran.stopped_by is None and evaluated_at(ran.history)[-1] == last, ran.history
 
 
 @pytest.mark.timeout(240)

@@ -101,6 +101,18 @@ def test_sigterm_to_one_process_stops_every_process_at_one_update_keeping_the_po
             assert before >= 14.0 and after >= before - 2.0, (before, after)
 
 
+@pytest.mark.timeout(300)
+def test_stop_at_return_ends_every_process_of_a_sebulba_pod_at_the_same_update(tmp_path):
+    """Only process 0 evaluates in a Sebulba pod: its decision (a target every return reaches) reaches
+    process 1, and both stop after update 2's evaluation, with one checkpoint there."""
+    checkpoints = tmp_path / "ckpt"
+    pod = run_pod(2, 1, command("sebulba", tmp_path, checkpoints, "--eval-every", "2", "--stop-at-return=-100"),
+                  timeout=250)
+    assert pod.returncode == 0, pod.text[-4000:]
+    assert pod.closing() == {0: ("stop_at_return", 2), 1: ("stop_at_return", 2)}, pod.text[-4000:]
+    assert latest_step(checkpoints) == 2
+
+
 @pytest.mark.timeout(400)
 def test_sigkill_of_one_process_ends_the_other_within_the_heartbeat_bound(tmp_path):
     """The checkpoint the killed job has is its periodic one, the update it resumed from (no save
