@@ -90,7 +90,8 @@ def test_gumbel_muzero_learns_match_cue_through_anakin(cpu_devices):
     8,192 steps. The untrained greedy search returns 4.06 (seed 0, 32 episodes, measured with learning held
     off by min_fill; zero-initialised heads make every action look alike)."""
     config = AnakinConfig(env="MatchCue-v0", num_envs=8, rollout_length=16, total_steps=CUE_STEPS, num_devices=1,
-                          updates_per_call=16, eval_every=0, eval_episodes=32, logging=QUIET)
+                          updates_per_call=16, eval_every=16, eval_episodes=32, stop_at_return=12.0,
+                          logging=QUIET)  # stops at the first evaluation >= 12
     result = train_anakin(config, MuZeroConfig(search="gumbel", **CUE))
     assert result.final_eval_return[0] >= 12.0, result.final_eval_return
 
@@ -104,8 +105,8 @@ def test_muzero_learns_match_cue_under_sebulba(cpu_devices):
     test's, lag 1 the 2-process test's), 8,192 steps; the untrained greedy search returns 3.78 (32 episodes,
     measured the same way)."""
     config = SebulbaConfig(env="jax:MatchCue-v0", total_steps=CUE_STEPS, envs_per_thread=8, rollout_length=16,
-                           lag="async", actor_devices=(0,), learner_devices=(1,), log_every=16, eval_episodes=32,
-                           logging=QUIET)
+                           lag="async", actor_devices=(0,), learner_devices=(1,), log_every=16, eval_every=16,
+                           eval_episodes=32, stop_at_return=12.0, logging=QUIET)  # stops at the first evaluation >= 12
     result = train_sebulba(config, MuZeroConfig(search="muzero", **CUE))
     assert result.final_eval_return >= 12.0, result.history[-1]
     assert not sebulba_threads()

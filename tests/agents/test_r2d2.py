@@ -167,7 +167,8 @@ def test_r2d2_solves_the_memory_task_through_anakin(cpu_devices):
     policy), 16 envs x 16 steps, one device, 7,680 steps. The untrained greedy policy returns -0.31, 0.03,
     -0.16 (seeds 0-2, 64 episodes, tests/untrained.py)."""
     config = AnakinConfig(env="RecallCue-v0", num_envs=16, rollout_length=16, total_steps=MEMORY_STEPS, num_devices=1,
-                          updates_per_call=10, eval_every=0, eval_episodes=64, logging=QUIET)
+                          updates_per_call=10, eval_every=10, eval_episodes=64, stop_at_return=0.9,
+                          logging=QUIET)  # stops at the first evaluation >= 0.9
     result = train_anakin(config, R2D2Config())
     assert result.final_eval_return[0] >= 0.9, result.final_eval_return
 

@@ -41,7 +41,8 @@ def params_of(result) -> list[np.ndarray]:
 @pytest.mark.timeout(300)
 def test_ppo_solves_cartpole_on_a_4_device_mesh(cpu_devices):
     config = AnakinConfig(env="CartPole-v1", num_envs=4, rollout_length=128, total_steps=500_000,
-                          num_devices=4, eval_every=0, eval_episodes=64, logging=QUIET)
+                          num_devices=4, eval_every=64, eval_episodes=64, stop_at_return=475.0,
+                          logging=QUIET)  # stops at the first evaluation >= 475
     result = train_anakin(config, PPOConfig())
     env_leaf = jax.tree.leaves(result.state.acting.env_state)[0]
     assert env_leaf.sharding.mesh.devices.size == 4 and env_leaf.shape[:2] == (1, 4)
@@ -57,7 +58,8 @@ def test_ppo_improves_pendulum_well_beyond_random(cpu_devices):
     """A uniformly random policy scores about -1200 on Pendulum-v1 and a good one
     about -150..-200; -400 demands that the pendulum is swung up and mostly held."""
     config = AnakinConfig(env="Pendulum-v1", num_envs=16, rollout_length=64, total_steps=250_000,
-                          num_devices=4, eval_every=0, eval_episodes=64, logging=QUIET)
+                          num_devices=4, eval_every=32, eval_episodes=64, stop_at_return=-400.0,
+                          logging=QUIET)  # stops at the first evaluation >= -400
     ppo = PPOConfig(reward_scale=0.1, gamma=0.95, num_epochs=10, learning_rate=1e-3,
                     entropy_coef=0.0, clip_value_loss=False)
     result = train_anakin(config, ppo)

@@ -19,8 +19,8 @@ from podrl.run.config_json import resolved_config
 from podrl.run.options import MAY_CHANGE, MUST_MATCH, help_of, may_change_on_resume, option, option_of
 from podrl.sebulba import SebulbaConfig
 
-SHARED = {"total_steps", "eval_every", "eval_episodes", "eval_max_steps", "eval_async", "compile_cache", "logging",
-          "checkpoint", "timeout_s"}
+SHARED = {"total_steps", "eval_every", "eval_episodes", "eval_max_steps", "eval_async", "stop_at_return",
+          "compile_cache", "logging", "checkpoint", "timeout_s"}
 
 
 def test_each_layout_declares_which_fields_may_change_on_resume():
@@ -51,7 +51,7 @@ def test_the_boxes_come_from_the_fields():
     assert tuple(anakin) == BOXES == ("run", "env", "evaluation", "population")
     assert anakin["env"] == ("env",) and sebulba["env"] == ("env", "env_kwargs", "vectorization")
     assert anakin["evaluation"] == sebulba["evaluation"] == ("eval_every", "eval_episodes", "eval_max_steps",
-                                                             "eval_async")
+                                                             "eval_async", "stop_at_return")
     assert anakin["population"] == ("population", "sweep", "population_shards", "pbt_every", "pbt_fraction",
                                     "pbt_perturb") and sebulba["population"] == ()
     assert anakin["run"][:3] == ("seed", "total_steps", "compile_cache") and "log_every" in sebulba["run"]
