@@ -50,6 +50,7 @@ from podrl.core.learner_state import Placement
 from podrl.run.eval_worker import EvalWorker, snapshot
 from podrl.run.profiling import CallProfiler
 from podrl.run.context import RunContext, format_return
+from podrl.run.control import process_0s
 
 
 class Program(Protocol):
@@ -221,8 +222,6 @@ def reached_target(eval_return: Any, target: float) -> bool:
     """Whether the greedy return `eval_return` (a float, `[S]` per seed or member, or None where this
     process did not evaluate) is at least `target` for every seed; process 0's answer, on every process
     (call it on all of them at the same point)."""
-    from podrl.run.control import process_0s
-
     return process_0s(eval_return is not None and bool(np.all(np.asarray(eval_return) >= target)))
 
 

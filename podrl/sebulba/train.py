@@ -21,7 +21,7 @@ __all__ = ["JOIN_GRACE_S", "SebulbaResult", "train_sebulba"]
 class SebulbaResult(NamedTuple):
     train_state: TrainState  # on the learner devices (`podrl.core.learner_state`)
     history: list[dict[str, Any]]  # one record per log window
-    policy_lags: np.ndarray  # int [updates done, num_threads]: learner version - actor version (0 before a resume point)
+    policy_lags: np.ndarray  # int [updates done, num_threads]: learner version - actor version (0 before a resume)
     final_eval_return: float | None
     steps_per_second: float  # env steps consumed per second, after compilation
     compile_seconds: float
@@ -46,6 +46,6 @@ def train_sebulba(config: SebulbaConfig, agent_config: AgentConfig, env_factory=
             driven = drive(program, run)
     finally:
         program.close()
-    return SebulbaResult(driven.state, driven.history, program.lags[:driven.updates], driven.eval_return, driven.steps_per_second,
-                         driven.compile_seconds, program.env_steps, program.global_steps, run.logger.run_dir,
-                         run.checkpoints.directory, driven.stopped_by)
+    return SebulbaResult(driven.state, driven.history, program.lags[:driven.updates], driven.eval_return,
+                         driven.steps_per_second, driven.compile_seconds, program.env_steps, program.global_steps,
+                         run.logger.run_dir, run.checkpoints.directory, driven.stopped_by)
