@@ -15,7 +15,7 @@ resume tests included). Subprocesses that inherit XLA_FLAGS compile the same way
 
 CLASSIC_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 """XLA:CPU's classic loop emitters instead of its fusion emitters: XLA compiles the suite's programs
-with 30-40% less CPU and runs them ~35% slower, and their float results differ in the last bits
+with 30-40% less CPU and runs them 20-35% slower, and their float results differ in the last bits
 (see CONTRIBUTING.md for the measurements and why the learning tests allow it). Added only where this
 jaxlib knows the flag: an unknown XLA flag aborts the process, and a later XLA may drop this one."""
 
