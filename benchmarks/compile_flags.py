@@ -5,9 +5,8 @@ the persistent compilation cache off) builds the Anakin train call of each agent
 CartPole-v1, MuZero with 4 simulations on MatchCue-v0; 8 envs x 16 steps, 2 updates per call) and
 times its ahead-of-time compile (trace, lower, XLA): the process's CPU seconds (all threads) and wall
 seconds. Then it runs the compiled call `--calls` times and reports env steps per second. Nothing is
-asserted. The sets run interleaved
-(A B A B ...), medians of --repeats. The default sets are the test suite's flags without and with
-XLA:CPU's classic loop emitters (tests/conftest.py).
+asserted. The sets run interleaved (A B A B ...), medians of --repeats. The default sets are the test
+suite's flags without and with XLA:CPU's classic loop emitters (tests/conftest.py).
 
 Usage:
   python -m benchmarks.compile_flags --out compile_flags.json

@@ -20,7 +20,7 @@ with 30-40% less CPU and runs them 20-35% slower, and their float results differ
 jaxlib knows the flag: an unknown XLA flag aborts the process, and a later XLA may drop this one."""
 
 
-def _xla_knows(flag: str) -> bool:
+def xla_knows(flag: str) -> bool:
     """Whether a child process with `flag` in XLA_FLAGS starts JAX's CPU backend (about 1 s, once a
     session: the answer is kept in the environment, which the test workers inherit)."""
     name = "PODRL_TEST_XLA_KNOWS_" + "".join(c if c.isalnum() else "_" for c in flag.strip("-")).upper()
@@ -31,7 +31,7 @@ def _xla_knows(flag: str) -> bool:
     return os.environ[name] == "1"
 
 
-if _xla_knows(CLASSIC_EMITTERS):
+if xla_knows(CLASSIC_EMITTERS):
     TEST_XLA_FLAGS += " " + CLASSIC_EMITTERS
 
 os.environ["XLA_FLAGS"] = (
