@@ -2,10 +2,12 @@
 
     podrl launch --num-processes 2 --devices-per-process 2 -- podrl anakin --num-envs 8
 
-Each process gets `--coordinator 127.0.0.1:<port> --coordinator-bind-address 127.0.0.1:<port>
---num-processes N --process-id i --cpu-devices K --share-compiles` appended to the command: process
-0's coordinator service listens on --host alone (loopback by default), not on every interface. Every process runs on this machine, so process 0 compiles each
-program that spans processes and the others load its binary (`podrl.core.shared_compiles`).
+Each process gets `--coordinator 127.0.0.1:<port> --num-processes N --process-id i --cpu-devices K
+--share-compiles` appended to the command, and JAX_COORDINATOR_BIND_ADDRESS=<host>:<port> in its
+environment: process 0's coordinator service listens on --host alone (loopback by default), not on
+every interface (JAX's default), whatever the command (podrl's own runs bind a loopback coordinator
+there anyway: `podrl.core.cluster_env.bind_address`). Every process runs on this machine, so process 0 compiles each program that spans processes and
+the others load its binary (`podrl.core.shared_compiles`).
 Output lines are prefixed with `[p<i>]`. If any process exits non-zero, the others get
 `LOSS_GRACE_S` to stop on their own (a podrl process that loses a peer says so and exits), are
 then stopped, and the launcher exits non-zero, naming the process that failed first. Ctrl-C (SIGINT) and SIGTERM
@@ -57,8 +59,7 @@ def free_port(host: str) -> int:
 
 def child_command(command: list[str], args: argparse.Namespace, port: int, index: int, processes: int) -> list[str]:
     return command + [
-        "--coordinator", f"{args.host}:{port}", "--coordinator-bind-address", f"{args.host}:{port}",
-        "--num-processes", str(processes),
+        "--coordinator", f"{args.host}:{port}", "--num-processes", str(processes),
         "--process-id", str(index), "--cpu-devices", str(args.devices_per_process), "--share-compiles",
     ]
 
@@ -157,7 +158,8 @@ def run_attempt(command: list[str], args: argparse.Namespace, processes: int, si
     port = args.port or free_port(args.host)
     for i in range(processes):
         proc = subprocess.Popen(child_command(command, args, port, i, processes), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                env={**os.environ, "JAX_COORDINATOR_BIND_ADDRESS": f"{args.host}:{port}"})
         print(f"[launcher] process {i}: pid {proc.pid}", flush=True)
         attempt.procs.append(proc)
         procs_out[:] = attempt.procs

@@ -27,8 +27,10 @@ import json, sys
 from podrl.cli.train import set_up_devices
 set_up_devices(sys.argv[2:])
 import jax
-print("REPORT", json.dumps(dict(process=jax.process_index(), processes=jax.process_count(),
-      local_devices=jax.local_device_count(), gpus=jax.config.values["jax_cuda_visible_devices"])), flush=True)
+report = dict(process=jax.process_index(), processes=jax.process_count(), local_devices=jax.local_device_count(),
+              gpus=jax.config.values["jax_cuda_visible_devices"])
+sys.stdout.write("REPORT " + json.dumps(report) + "\\n")  # one write: the tasks share srun's output
+sys.stdout.flush()
 """
 
 

@@ -1,5 +1,6 @@
-"""A local pod's coordinator listens on loopback only (podrl.core.cluster_env.bind_address): `podrl launch`
-starts 2 processes that join through `podrl.cli.train.set_up_devices` (as `podrl anakin` does); the test
+"""A local pod's coordinator listens on loopback only: `podrl launch` (JAX_COORDINATOR_BIND_ADDRESS) and a
+`--coordinator` that names a loopback address (podrl.core.cluster_env.bind_address). 2 processes join
+through `podrl.cli.train.set_up_devices` (as `podrl anakin` does), started by the launcher or by hand; the test
 reads which addresses process 0's own sockets listen on at the coordinator's port, from
 /proc/<pid>/net/tcp and tcp6 and the socket inodes of /proc/<pid>/fd, sending no traffic anywhere.
 JAX alone would listen on [::]:<port>, every interface of the host."""
@@ -9,11 +10,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from podrl.cli.launch import free_port
 from pods import Pod
 
 CHILD = """
@@ -49,20 +52,53 @@ def listening(pid: int, port: int) -> set[str]:
     return found
 
 
-@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's /proc")
+ON_LINUX = pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's /proc")
+
+
+def check_loopback_only(found: set[str], host: str) -> None:
+    assert found and all(ipaddress.ip_address(a).is_loopback for a in found), found
+    if host == "127.0.0.1":
+        assert found == {"127.0.0.1"}, found
+
+
+@ON_LINUX
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
-def test_the_coordinator_of_a_local_pod_listens_on_loopback_only(tmp_path, host):
+def test_the_coordinator_of_a_podrl_launch_pod_listens_on_loopback_only(tmp_path, host):
     release = tmp_path / "release"
     child = tmp_path / "child.py"
     child.write_text(CHILD)
     with Pod(2, 1, [str(child), str(release)], launcher=("--host", host), program=[sys.executable]) as pod:
-        line = pod.wait_for(r"^\[p0\] joined ", timeout=90)
-        pod.wait_for(r"^\[p1\] joined ", timeout=30)
-        port = int(re.search(r":(\d+)$", line.strip()).group(1))
+        joined = [pod.wait_for(r"^\[p\d\] joined ", timeout=90) for _ in range(2)]  # in either order
+        assert sorted(line[:4] for line in joined) == ["[p0]", "[p1]"], joined
+        port = int(re.search(r":(\d+)$", joined[0].strip()).group(1))
         found = listening(pod.pids[0], port)
         release.touch()
         assert pod.finish(timeout=60) == 0, pod.text[-3000:]
-    assert found and all(ipaddress.ip_address(a).is_loopback for a in found), found
-    if host == "127.0.0.1":
-        assert found == {"127.0.0.1"}, found
+    check_loopback_only(found, host)
+
+
+@ON_LINUX
+@pytest.mark.timeout(120)
+def test_a_coordinator_given_by_hand_as_a_loopback_address_listens_there_only(tmp_path):
+    """Without `podrl launch` (which also sets JAX_COORDINATOR_BIND_ADDRESS): podrl's own rule."""
+    release = tmp_path / "release"
+    child = tmp_path / "child.py"
+    child.write_text(CHILD)
+    port = free_port("127.0.0.1")
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COORDINATOR_BIND_ADDRESS"}
+    procs = [subprocess.Popen([sys.executable, str(child), str(release), "--coordinator", f"127.0.0.1:{port}",
+                               "--num-processes", "2", "--process-id", str(i), "--cpu-devices", "1"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i in range(2)]
+    try:
+        for proc in procs:
+            assert next(line for line in iter(proc.stdout.readline, "") if line.startswith("joined "))
+        found = listening(procs[0].pid, port)
+        release.touch()
+        assert [proc.wait(timeout=60) for proc in procs] == [0, 0]
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    check_loopback_only(found, "127.0.0.1")
