@@ -64,7 +64,8 @@ setup_command() {  # prints what every worker runs to set itself up
   cat <<'WORKER'
 cd "$HOME"
 if [ -n "$SHARE" ]; then
-  sudo apt-get update -q && sudo apt-get install -y -q nfs-common
+  apt=(sudo apt-get -q -o DPkg::Lock::Timeout=600)  # a fresh VM's unattended upgrades may hold the lock
+  "${apt[@]}" update && "${apt[@]}" install -y nfs-common
   sudo mkdir -p "$MOUNT"
   mountpoint -q "$MOUNT" || sudo mount -t nfs "$SHARE" "$MOUNT"
   sudo install -d -m 1777 "$MOUNT/runs"

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import stat
+import subprocess
 
 import pytest
 
@@ -22,6 +24,7 @@ from podrl.run.checkpoint_folder import complete_steps
 from simulation import DEPLOY, PER_UPDATE, STEP_LINE, TOTAL_UPDATES, TRAIN, Simulation, sigterm, stopped_at
 
 LOOP = str(DEPLOY / "tpu_spot_loop.sh")
+SHELLCHECK = shutil.which("shellcheck")
 
 
 @pytest.fixture
@@ -87,8 +90,8 @@ def test_a_preempted_spot_slice_is_recreated_set_up_afresh_and_resumes_to_the_to
     assert len(setups) == 2 and all('/.local/bin/uv" venv -p 3.12 --seed podrl-venv' in c for c in setups)
     calls = sim.worker_calls()
     for tool, args in [("curl", "-LsSf https://astral.sh/uv/install.sh"), ("git", "clone -q https://example.com/"
-                       "you/podrl.git podrl"), ("git", "-C podrl fetch -q origin v1.2"), ("apt-get", "install -y -q "
-                       "nfs-common"), ("mount", f"-t nfs 10.0.0.2:/share {mount}"), ("sudo", f"install -d -m 1777 "
+                       "you/podrl.git podrl"), ("git", "-C podrl fetch -q origin v1.2"), ("apt-get", "-q -o DPkg::Lock::"
+                       "Timeout=600 install -y nfs-common"), ("mount", f"-t nfs 10.0.0.2:/share {mount}"), ("sudo", f"install -d -m 1777 "
                        f"{mount}/runs")]:
         assert sorted(w for w, t, a in calls if (t, a) == (tool, args)) == ["w0", "w0", "w1", "w1"], (tool, calls)
     assert ("w0", "uv", "pip install -q --python podrl-venv/bin/python -e ./podrl jax[tpu]") in calls
@@ -96,6 +99,10 @@ def test_a_preempted_spot_slice_is_recreated_set_up_afresh_and_resumes_to_the_to
     runs = [c for c in ssh_commands(sim) if "--distributed-auto" in c]
     assert len(runs) == 2 and all('exec "$podrl"' in c and f"RESUME_FROM={mount}/runs/r/checkpoints" in c
                                   for c in runs)
+    if SHELLCHECK:  # what the workers ran, as bash read it: shellcheck clean too
+        for command in set(setups + runs):
+            done = subprocess.run([SHELLCHECK, "-s", "bash", "-"], input=command, capture_output=True, text=True)
+            assert done.returncode == 0, done.stdout + command
 
 
 @pytest.mark.timeout(240)
