@@ -25,9 +25,11 @@ CLOSING = re.compile(r"^\[p(\d+)\] \[\w+(?: p\d+)?\] (stopped by (.+?)|done) at 
 class Pod:
     """`podrl launch --num-processes N --devices-per-process K [launcher flags] -- podrl <command>`."""
 
-    def __init__(self, processes: int, devices: int, command: list[str], launcher: tuple[str, ...] = ()):
+    def __init__(self, processes: int, devices: int, command: list[str], launcher: tuple[str, ...] = (),
+                 program: list[str] = PODRL):
+        """`command` runs as `program + command` (default: a podrl subcommand)."""
         argv = PODRL + ["launch", "--num-processes", str(processes), "--devices-per-process", str(devices),
-                        *launcher, "--"] + PODRL + command
+                        *launcher, "--"] + program + command
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
                                      start_new_session=True)
         self.lines: list[str] = []

@@ -20,7 +20,9 @@ too; benchmarks (`python -m benchmarks.<name>`) get `--quick`; an example file's
 divided the same way (a file run by `python FILE.py`). A command whose comment starts with
 `Ctrl-C` is sent SIGINT once it says it has compiled (so during its first
 training call), as a user would stop it, and must still exit 0. Installs (and a benchmark's
-`--setup-peer`, which builds a peer's venv), TPU (`gcloud`) and SLURM (`srun`) lines are listed as skipped.
+`--setup-peer`, which builds a peer's venv), TPU (`gcloud`) and SLURM (`srun`, `sbatch`) lines and the deploy
+scripts (`deploy/*.sh`, `deploy/*.sbatch`: they need a cloud or a cluster; tests/deploy runs them against
+simulated ones) are listed as skipped.
 
 Usage:
   python tools/check_readme.py                      # all commands; markdown table + JSON summary
@@ -45,7 +47,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP_PREFIXES = ("python3 -m venv", "pip ", "gcloud ", "srun ", "tensorboard ", "#")
+SKIP_PREFIXES = ("python3 -m venv", "pip ", "gcloud ", "srun ", "sbatch ", "tensorboard ", "#")
+DEPLOY_SCRIPT = re.compile(r"(?:^|[\s/])deploy/\w+\.(?:sh|sbatch)\b")
+"""A command that runs a deploy script (on a cloud or a cluster): listed as skipped."""
 TRAIN_SCRIPTS = ("scripts/train_anakin.py", "scripts/train_sebulba.py", "scripts/reproduce.py")
 TRAIN_SUBCOMMANDS = ("anakin", "sebulba", "reproduce")
 """`podrl <subcommand>`s that train (the same as TRAIN_SCRIPTS)."""
@@ -82,7 +86,8 @@ def extract(readme: str, source: str = "README.md") -> tuple[dict[str, str], lis
             for command in _commands(body, start):
                 command = command._replace(source=source)
                 words = command.text.split()
-                install = command.text.startswith(SKIP_PREFIXES) or any(f in words for f in INSTALL_FLAGS)
+                install = command.text.startswith(SKIP_PREFIXES) or any(f in words for f in INSTALL_FLAGS) \
+                    or DEPLOY_SCRIPT.search(command.text) is not None
                 (skipped if install else run).append(command)
     return files, run, skipped
 

@@ -2,23 +2,26 @@
 
     podrl launch --num-processes 2 --devices-per-process 2 -- podrl anakin --num-envs 8
 
-Each process gets `--coordinator 127.0.0.1:<port> --num-processes N --process-id i
---cpu-devices K --share-compiles` appended to the command (the coordinator binds to loopback
-unless --host says otherwise). Every process runs on this machine, so process 0 compiles each
-program that spans processes and the others load its binary (`podrl.core.shared_compiles`).
+Each process gets `--coordinator 127.0.0.1:<port> --num-processes N --process-id i --cpu-devices K
+--share-compiles` appended to the command, and JAX_COORDINATOR_BIND_ADDRESS=<host>:<port> in its
+environment: process 0's coordinator service listens on --host alone (loopback by default), not on
+every interface (JAX's default), whatever the command (podrl's own runs bind a loopback coordinator
+there anyway: `podrl.core.cluster_env.bind_address`). Every process runs on this machine, so process 0 compiles each program that spans processes and
+the others load its binary (`podrl.core.shared_compiles`).
 Output lines are prefixed with `[p<i>]`. If any process exits non-zero, the others get
 `LOSS_GRACE_S` to stop on their own (a podrl process that loses a peer says so and exits), are
 then stopped, and the launcher exits non-zero, naming the process that failed first. Ctrl-C (SIGINT) and SIGTERM
 are forwarded (a podrl run then stops every process at one update, checkpoint first).
 
-Supervisor (`--supervise N`): the loop that brings a pod back. After an attempt that a
-preemption notice ended (every process exited 0, the closing line says "stopped by SIGTERM to
-process 1 ...") or that lost a process (the first process to fail was killed by a signal),
-the launcher relaunches the command with `--resume <--checkpoint.directory>` on the
-processes that remain (or `--relaunch-processes`), up to N times. It does not relaunch
-after a run that finished, after a process's own error (exit 1, 2, 3: a relaunch would
-fail the same way), after SIGINT (a person's Ctrl-C), or when the launcher itself was signalled
-(someone wants it stopped). After a lost process it names the last good checkpoint, which a
+Supervisor (`--supervise N`): the loop that brings a pod back, by the rule every restart loop
+follows (`podrl.run.outcome`, which the deploy scripts ask through `podrl retry-decision`). After
+an attempt that a preemption notice ended (every process exited 0, the closing line says "stopped
+by SIGTERM to process 1 ...") or that lost a process (the first process to fail was killed by a
+signal, or exited 4 naming a lost peer), the launcher relaunches the command with
+`--resume <--checkpoint.directory>` on the processes that remain (or `--relaunch-processes`), up
+to N times. It does not relaunch after a run that finished, after a process's own error (exit 1,
+2, 3: a relaunch would fail the same way), after SIGINT (a person's Ctrl-C), or when the launcher
+itself was signalled (someone wants it stopped). After a lost process it names the last good checkpoint, which a
 survivor that JAX's heartbeat ended could not say.
 `--simulate-preemption I` sends SIGTERM to process I of the first attempt once process 0
 has compiled, as a Spot VM's preemption notice would: the whole cycle on one machine.
@@ -28,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -37,6 +39,7 @@ import threading
 import time
 from typing import Callable
 
+from podrl.run import outcome
 from podrl.run.checkpoint_folder import complete_steps
 
 GRACE_S = 10.0
@@ -46,9 +49,6 @@ LOSS_GRACE_S = 30.0
 loses a peer says so, naming it and the last good checkpoint, and exits within 10 s
 (`podrl.run.preemption.lost_processes`); a SIGTERM would instead ask it for an agreed stop the
 lost peer can never join."""
-STOPPED_BY = re.compile(r"stopped by SIGTERM(?: to process(?:es)? ([\d, ]+))? at update")
-"""The closing line of a run that SIGTERM (a preemption notice) ended (`podrl.run.context.RunContext.finish`);
-a multi-process run's names the process(es) that got it."""
 
 
 def free_port(host: str) -> int:
@@ -140,13 +140,11 @@ class Attempt:
         self.processes = processes
         self.procs: list[subprocess.Popen] = []
         self.code, self.first_failed, self.first_code = 0, None, None
-        self.preempted: list[int] | None = None  # the processes a closing line says SIGTERM stopped
+        self.closing = outcome.Closing()  # what the processes' closing lines say
         self.compiled = threading.Event()  # process 0 said it has compiled
 
     def see(self, index: int, line: str) -> None:
-        match = STOPPED_BY.search(line)
-        if match:
-            self.preempted = [int(p) for p in (match.group(1) or str(index)).replace(",", " ").split()]
+        self.closing.see(line, index)
         if index == 0 and "compiled in" in line:
             self.compiled.set()
 
@@ -160,7 +158,8 @@ def run_attempt(command: list[str], args: argparse.Namespace, processes: int, si
     port = args.port or free_port(args.host)
     for i in range(processes):
         proc = subprocess.Popen(child_command(command, args, port, i, processes), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                env={**os.environ, "JAX_COORDINATOR_BIND_ADDRESS": f"{args.host}:{port}"})
         print(f"[launcher] process {i}: pid {proc.pid}", flush=True)
         attempt.procs.append(proc)
         procs_out[:] = attempt.procs
@@ -190,18 +189,13 @@ def _preempt(attempt: Attempt, index: int) -> None:
 
 
 def next_processes(attempt: Attempt, signalled: bool, relaunch: int | None) -> int | None:
-    """The process count of the relaunch after `attempt`, or None when the supervisor stops (module doc)."""
-    if signalled:
+    """The process count of the relaunch after `attempt`, or None when the supervisor stops
+    (`podrl.run.outcome.decide`: the rule of every restart loop)."""
+    code = attempt.first_code if attempt.code != 0 and attempt.first_code is not None else attempt.code
+    decision = outcome.decide(code, attempt.closing, signalled)
+    if decision.action != "retry":
         return None
-    if attempt.code == 0:
-        if attempt.preempted is None:  # finished, stopped by SIGINT or --checkpoint.stop-after-updates
-            return None
-        gone = len(set(attempt.preempted))  # the hosts told to stop are going away
-    elif attempt.first_code is not None and attempt.first_code < 0:  # killed by a signal: lost
-        gone = 1
-    else:
-        return None  # a process's own error
-    return relaunch or max(1, attempt.processes - gone)
+    return relaunch or max(1, attempt.processes - decision.gone)
 
 
 def option_value(command: list[str], flag: str) -> str | None:

@@ -4,6 +4,7 @@
     podrl sebulba --env ale:Pong agent:impala                           # train (Sebulba layout)
     podrl evaluate runs/r --episodes 100                                # a checkpoint's greedy policy
     podrl launch --num-processes 2 -- podrl anakin --num-envs 8         # a local CPU pod
+    podrl checkpoints runs/r --last                                     # the latest complete checkpoint
     podrl reproduce cartpole-ppo --seeds 3                              # a preset over seeds, into a report
     podrl plot runs/r --out plots                                       # learning curves of run folders
     podrl --help                                                        # every subcommand, one line each
@@ -38,6 +39,10 @@ SUBCOMMANDS = {
     "evaluate": Subcommand("podrl.cli.evaluate:main", "run the greedy policy of a checkpoint for some episodes"),
     "launch": Subcommand("podrl.cli.launch:main", "run a training command as N local processes (a CPU pod "
                          "through jax.distributed on 127.0.0.1)"),
+    "checkpoints": Subcommand("podrl.cli.scripting:checkpoints_main", "list the complete checkpoints of a "
+                              "checkpoint or run folder (for scripts: --last, exit 1 when none; no JAX)"),
+    "retry-decision": Subcommand("podrl.cli.scripting:retry_decision_main", "retry, done or stop after a run, "
+                                 "from its exit status and log (the supervisor's rule, for restart scripts)"),
     "reproduce": Subcommand("podrl.reports.reproduce:main", "run a preset over seeds and write a report "
                             "beside its published figure"),
     "plot": Subcommand("podrl.reports.plot:main", "plot the metrics.jsonl of run folders as PNG files"),

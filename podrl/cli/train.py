@@ -36,6 +36,7 @@ import typing
 from typing import Any, Callable, Sequence
 
 from podrl.core.errors import UserInputError
+from podrl.run.outcome import USER_ERROR_EXIT_CODE
 from podrl.cli.experiment import Experiment, resolve
 
 
@@ -52,7 +53,7 @@ def report_user_error(error: UserInputError, debug: bool) -> int:
     hint = "" if debug else "\n(add --debug or set PODRL_DEBUG=1 for the traceback)"
     notes = "".join(f"\n{note}" for note in getattr(error, "__notes__", ()))  # e.g. the last good checkpoint
     print(f"error: {error.label}: {error}{notes}{hint}", file=sys.stderr)
-    return 2
+    return USER_ERROR_EXIT_CODE
 
 
 def set_up_devices(argv: Sequence[str]) -> None:

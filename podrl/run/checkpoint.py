@@ -47,6 +47,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding
 
+from podrl.run.checkpoint_folder import resume_dir
 from podrl.run.config import CheckpointConfig
 from podrl.run.digest import DigestRestore, DigestSave, keys_to_data, is_key, mismatches
 from podrl.core.errors import ConfigError, UserInputError
@@ -76,12 +77,6 @@ def checkpoint_dir(config: CheckpointConfig, run_dir: str | None) -> str | None:
     if config.directory is not None:
         return os.path.abspath(config.directory)
     return os.path.join(os.path.abspath(run_dir), "checkpoints") if run_dir else None
-
-
-def resume_dir(path: str) -> str:
-    """Accepts a checkpoint folder or a run folder holding `checkpoints/`."""
-    nested = os.path.join(path, "checkpoints")
-    return os.path.abspath(nested if os.path.isdir(nested) else path)
 
 
 def _data_to_keys(tree: Any, like: Any) -> Any:

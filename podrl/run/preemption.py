@@ -38,6 +38,7 @@ import threading
 
 import jax
 
+from podrl.run import outcome
 from podrl.run.control import StopRequests
 
 STOP_KEYS = "podrl/stop/"
@@ -156,7 +157,7 @@ class PodStopRequests(StopRequests):
 ALIVE_KEYS = "podrl/alive/"
 """Key-value directory where each process that survived a failed call answers."""
 
-LOST_EXIT_CODE = 4
+LOST_EXIT_CODE = outcome.LOST_EXIT_CODE
 """Exit status of a process that ends because another process of its run was lost."""
 
 

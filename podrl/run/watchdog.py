@@ -21,9 +21,11 @@ from typing import Callable, TypeVar
 
 import jax
 
+from podrl.run import outcome
+
 T = TypeVar("T")
 
-STALL_EXIT_CODE = 3
+STALL_EXIT_CODE = outcome.STALL_EXIT_CODE
 """Exit status of a command-line run stopped by the watchdog."""
 
 

@@ -22,8 +22,9 @@ def attempt(processes: int, code: int, first_code: int | None = None, lines: tup
     (attempt(4, 0, lines=("[sebulba] stopped by SIGTERM to processes 0, 3 at update 9: 1 SPS",)), False, None, 2),
     (attempt(2, 0, lines=("[anakin] stopped by SIGTERM to process 1 at update 64: 1 SPS",)), False, 2, 2),  # given
     (attempt(1, 0, lines=("[anakin] stopped by SIGTERM at update 5: 1 SPS",)), False, None, 1),  # at least one
-    # a lost process (killed by a signal first): one fewer
+    # a lost process (killed by a signal first, or a survivor naming its lost peer first): one fewer
     (attempt(2, 1, first_code=-9), False, None, 1),
+    (attempt(3, 1, first_code=4), False, None, 2),
     # no relaunch: finished, a person's Ctrl-C, stop_after_updates, a process's own error, the launcher signalled
     (attempt(2, 0, lines=("[anakin] done at update 97: 1 SPS",)), False, None, None),
     (attempt(2, 0, lines=("[anakin] stopped by SIGINT to process 0 at update 5: 1 SPS",)), False, None, None),
