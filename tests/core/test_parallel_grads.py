@@ -14,6 +14,7 @@ from podrl.envs.types import EnvSpec
 from podrl.core.errors import ConfigError
 from podrl.core.parallel import DATA_AXIS, learner_value_and_grad, mean_across_learners
 from podrl.core.types import Trajectory
+from podrl.testing import layout_update
 
 OBS = 4
 DISCRETE = EnvSpec(specs.Array((OBS,), np.float32), specs.DiscreteArray(2))
@@ -89,8 +90,8 @@ def _trajectory(agent, params, b, seed=1):
 
 
 def _sharded_update(agent, n):
-    traj_spec = Trajectory(*([P(None, DATA_AXIS)] * 6), {"log_prob": P(None, DATA_AXIS), "value": P(None, DATA_AXIS)}, ())
-    return jax.jit(jax.shard_map(agent.update, mesh=_mesh(n), in_specs=(P(), traj_spec, P()), out_specs=(P(), P())))
+    """`agent.update` on `n` learner shards as the layouts run it (the metrics averaged by the layout)."""
+    return layout_update(agent, jax.devices()[:n])
 
 
 def _tile_shards(traj, n):

@@ -1,0 +1,105 @@
+"""Small `[T, B]` trajectories to check an agent with, made by the agent's own `act`.
+
+Observations are drawn from the env's spec (`sample_observations`: uniform within a bounded spec,
+standard normal for other floats, bits for bools; an `action_mask`-named spec is all legal) or
+taken from a JAX env's resets; the agent acts on them with its own `act`, carrying its actor state
+and resetting rows where an episode ended as the layouts do; rewards, terminations and
+truncations are random. Nothing here steps an env: the agent, not the env, is under test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from dm_env import specs
+
+from podrl.core.errors import ConfigError
+from podrl.core.types import Agent, Trajectory, env_columns, reset_finished_actor_state
+from podrl.envs.types import EnvSpec, JaxEnv
+
+ENV_COUNTS = (2, 4, 8, 16, 32, 64)
+"""Envs per shard tried by `tiny_envs`, smallest first (2 at least: rows must differ)."""
+
+
+def tiny_envs(agent_config: Any, rollout_length: int) -> int:
+    """The fewest envs per shard (of `ENV_COUNTS`) whose `[rollout_length, B]` batch the config's
+    `check_batch` accepts; ConfigError("num_envs") naming them when none is."""
+    errors = []
+    for count in ENV_COUNTS:
+        try:
+            agent_config.check_batch(rollout_length, count)
+            return count
+        except ConfigError as e:
+            errors.append(str(e))
+    raise ConfigError("num_envs", f"{type(agent_config).__name__}.check_batch refuses {rollout_length} steps of "
+                                  f"each of {ENV_COUNTS} envs per shard (last: {errors[-1]}); give num_envs")
+
+
+def sample_observations(spec: specs.Array, key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """`shape + spec.shape` observations of `spec`'s dtype drawn from it (module doc)."""
+    full = tuple(shape) + tuple(spec.shape)
+    dtype = np.dtype(spec.dtype)
+    if spec.name == "action_mask" or dtype == np.bool_:
+        return jnp.ones(full, bool) if spec.name == "action_mask" else jax.random.bernoulli(key, 0.5, full)
+    if isinstance(spec, specs.BoundedArray):
+        low = np.broadcast_to(np.where(np.isfinite(spec.minimum), spec.minimum, -1.0), spec.shape)
+        high = np.broadcast_to(np.where(np.isfinite(spec.maximum), spec.maximum, 1.0), spec.shape)
+        if np.issubdtype(dtype, np.integer):
+            return jax.random.randint(key, full, low, high + 1).astype(dtype)
+        return jax.random.uniform(key, full, jnp.float32, low, high).astype(dtype)
+    if np.issubdtype(dtype, np.integer):
+        return jax.random.randint(key, full, 0, 2).astype(dtype)
+    return jax.random.normal(key, full, jnp.float32).astype(dtype)
+
+
+def env_observations(env: JaxEnv, key: jax.Array, count: int) -> jax.Array:
+    """`[count, *obs]` observations of `count` resets of the JAX `env` (with keys split from `key`)."""
+    return jax.vmap(lambda k: env.reset(k)[1].observation)(jax.random.split(key, count))
+
+
+def trajectory_from_spec(agent: Agent, params: Any, env_spec: EnvSpec, length: int, envs: int, key: jax.Array,
+                         env: JaxEnv | None = None) -> Trajectory:
+    """A `[length, envs]` trajectory of `agent` acting with `params` (module doc); observations from
+    `env`'s resets when given, else drawn from `env_spec`. Where `discount` is 0 or `truncated`, the
+    episode ended and the next step's actor state is the agent's initial one (as in the layouts)."""
+    keys = jax.random.split(key, 6)
+    if env is not None:
+        observations = env_observations(env, keys[0], (length + 1) * envs).reshape(
+            (length + 1, envs) + tuple(env_spec.observation.shape))
+    else:
+        observations = sample_observations(env_spec.observation, keys[0], (length + 1, envs))
+    discount = (jax.random.uniform(keys[1], (length, envs)) > 0.2).astype(jnp.float32)
+    truncated = (jax.random.uniform(keys[2], (length, envs)) > 0.85) & (discount == 1.0)
+    reward = jax.random.normal(keys[3], (length, envs), jnp.float32)
+    actions, extras, start = _act(agent, params, observations[:-1], (discount == 0.0) | truncated, keys[4])
+    return Trajectory(observations[:-1], actions, reward, discount, truncated, observations[1:], extras, start)
+
+
+def _act(agent: Agent, params: Any, observations: jax.Array, ended: jax.Array, key: jax.Array):
+    """`(actions [T, B, ...], extras [T, B, ...], actor state before step 0)` of `agent` on `observations`."""
+    envs = observations.shape[1]
+    initial = agent.init_actor_state(envs, env_columns(0, envs, envs))
+
+    @jax.jit
+    def run(params, observations, ended, key):
+        def step(state, inputs):
+            obs, end, step_key = inputs
+            action, extras, state = agent.act(params, state, obs, step_key)
+            return reset_finished_actor_state(state, end, initial), (action, extras)
+
+        keys = jax.random.split(key, observations.shape[0])
+        return jax.lax.scan(step, initial, (observations, ended, keys))[1]
+
+    actions, extras = run(params, observations, ended, key)
+    return actions, extras, initial
+
+
+def tiled(trajectory: Trajectory, copies: int) -> Trajectory:
+    """`trajectory` `[T, B]` repeated `copies` times along the batch axis: `[T, copies * B]` (actor state
+    `[copies * B, ...]`), so each of `copies` learner shards holds the same batch."""
+    steps = jax.tree.map(lambda x: jnp.concatenate([x] * copies, axis=1), trajectory._replace(actor_state=()))
+    start = jax.tree.map(lambda x: jnp.concatenate([x] * copies, axis=0), trajectory.actor_state)
+    return steps._replace(actor_state=start)
