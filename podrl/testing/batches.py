@@ -61,10 +61,11 @@ def env_observations(env: JaxEnv, key: jax.Array, count: int) -> jax.Array:
 
 
 def trajectory_from_spec(agent: Agent, params: Any, env_spec: EnvSpec, length: int, envs: int, key: jax.Array,
-                         env: JaxEnv | None = None) -> Trajectory:
+                         env: JaxEnv | None = None, act: Any = None) -> Trajectory:
     """A `[length, envs]` trajectory of `agent` acting with `params` (module doc); observations from
     `env`'s resets when given, else drawn from `env_spec`. Where `discount` is 0 or `truncated`, the
-    episode ended and the next step's actor state is the agent's initial one (as in the layouts)."""
+    episode ended and the next step's actor state is the agent's initial one (as in the layouts).
+    `act`: `jax.jit(agent.act)`, when already compiled (one compiled step serves every step)."""
     keys = jax.random.split(key, 6)
     if env is not None:
         observations = env_observations(env, keys[0], (length + 1) * envs).reshape(
@@ -74,27 +75,15 @@ def trajectory_from_spec(agent: Agent, params: Any, env_spec: EnvSpec, length: i
     discount = (jax.random.uniform(keys[1], (length, envs)) > 0.2).astype(jnp.float32)
     truncated = (jax.random.uniform(keys[2], (length, envs)) > 0.85) & (discount == 1.0)
     reward = jax.random.normal(keys[3], (length, envs), jnp.float32)
-    actions, extras, start = _act(agent, params, observations[:-1], (discount == 0.0) | truncated, keys[4])
+    start = agent.init_actor_state(envs, env_columns(0, envs, envs))
+    ended = (discount == 0.0) | truncated
+    act, state, steps = act or jax.jit(agent.act), start, []
+    for t, step_key in enumerate(jax.random.split(keys[4], length)):
+        action, extras, state = act(params, state, observations[t], step_key)
+        state = reset_finished_actor_state(state, ended[t], start)
+        steps.append((action, extras))
+    actions, extras = jax.tree.map(lambda *xs: jnp.stack(xs), *steps)
     return Trajectory(observations[:-1], actions, reward, discount, truncated, observations[1:], extras, start)
-
-
-def _act(agent: Agent, params: Any, observations: jax.Array, ended: jax.Array, key: jax.Array):
-    """`(actions [T, B, ...], extras [T, B, ...], actor state before step 0)` of `agent` on `observations`."""
-    envs = observations.shape[1]
-    initial = agent.init_actor_state(envs, env_columns(0, envs, envs))
-
-    @jax.jit
-    def run(params, observations, ended, key):
-        def step(state, inputs):
-            obs, end, step_key = inputs
-            action, extras, state = agent.act(params, state, obs, step_key)
-            return reset_finished_actor_state(state, end, initial), (action, extras)
-
-        keys = jax.random.split(key, observations.shape[0])
-        return jax.lax.scan(step, initial, (observations, ended, keys))[1]
-
-    actions, extras = run(params, observations, ended, key)
-    return actions, extras, initial
 
 
 def tiled(trajectory: Trajectory, copies: int) -> Trajectory:
