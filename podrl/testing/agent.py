@@ -23,7 +23,7 @@ import numpy as np
 
 from podrl.core.types import Agent, TrainState, env_columns, reset_finished_actor_state
 from podrl.envs.types import EnvSpec, JaxEnv
-from podrl.testing.batches import sample_observations, tiny_envs, trajectory_from_spec
+from podrl.testing.batches import TrajectoryMaker, sample_observations, tiny_envs
 from podrl.testing.errors import AgentCheckError
 from podrl.testing.shards import check_learner_shards, layout_update, of_shard, on_shards
 
@@ -73,10 +73,9 @@ def check_agent(config: Any, env: str | JaxEnv | EnvSpec, *, rollout_length: int
     devices = list(devices or jax.devices())
     key = jax.random.key(seed)
     passed: list[str] = []
-    state, act = _check_init(agent, spec, key), jax.jit(agent.act)
-    passed += ["init"] + _check_acting(agent, spec, state.params, envs, key, act)
-    trajectory = trajectory_from_spec(agent, state.params, spec, rollout_length, envs, key, jax_env, act)
-    again = trajectory_from_spec(agent, state.params, spec, rollout_length, envs, key, jax_env, act)
+    state, maker = _check_init(agent, spec, key), TrajectoryMaker(agent, spec, rollout_length, envs, jax_env)
+    passed += ["init"] + _check_acting(agent, spec, state.params, envs, key, maker.act)
+    trajectory, again = maker(state.params, key), maker(state.params, key)
     _check_same(trajectory, again, "acting twice with the same params, observations and key gave different "
                 "trajectories at {path}: act must be a pure function of its inputs (no Python state, no "
                 "randomness but its key)")
@@ -110,7 +109,7 @@ def _env(env: Any) -> tuple[EnvSpec, JaxEnv | None]:
 
 
 def _check_init(agent: Agent, spec: EnvSpec, key: jax.Array) -> TrainState:
-    state = agent.init(key, spec)
+    state = jax.jit(lambda k: agent.init(k, spec))(key)  # as the layouts do (an eager init dispatches op by op)
     if not isinstance(state, TrainState):
         raise AgentCheckError("init", f"init returned {type(state).__name__}, not a podrl.core.types.TrainState: "
                                       "return TrainState(params, opt_state, update_step=jnp.zeros((), jnp.int32))")

@@ -9,6 +9,7 @@ truncations are random. Nothing here steps an env: the agent, not the env, is un
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -60,13 +61,32 @@ def env_observations(env: JaxEnv, key: jax.Array, count: int) -> jax.Array:
     return jax.vmap(lambda k: env.reset(k)[1].observation)(jax.random.split(key, count))
 
 
-def trajectory_from_spec(agent: Agent, params: Any, env_spec: EnvSpec, length: int, envs: int, key: jax.Array,
-                         env: JaxEnv | None = None, act: Any = None) -> Trajectory:
-    """A `[length, envs]` trajectory of `agent` acting with `params` (module doc); observations from
-    `env`'s resets when given, else drawn from `env_spec`. Where `discount` is 0 or `truncated`, the
-    episode ended and the next step's actor state is the agent's initial one (as in the layouts).
-    `act`: `jax.jit(agent.act)`, when already compiled (one compiled step serves every step)."""
-    keys = jax.random.split(key, 6)
+class TrajectoryMaker:
+    """`maker(params, key) -> Trajectory [length, envs]` of `agent` acting with `params` (module doc):
+    observations from `env`'s resets when given, else drawn from `env_spec`. Where `discount` is 0 or
+    `truncated`, the episode ended and the next step's actor state is the agent's initial one (as in
+    the layouts). Its programs (the inputs' draw, one `act` step: `self.act`) compile once, on first use."""
+
+    def __init__(self, agent: Agent, env_spec: EnvSpec, length: int, envs: int, env: JaxEnv | None = None):
+        self.agent, self.envs, self.length = agent, envs, length
+        self.act = jax.jit(agent.act)
+        self._draw = jax.jit(functools.partial(_draw, env_spec, length, envs, env))
+
+    def __call__(self, params: Any, key: jax.Array) -> Trajectory:
+        observations, discount, truncated, reward, act_key = self._draw(key)
+        start = self.agent.init_actor_state(self.envs, env_columns(0, self.envs, self.envs))
+        ended, state, steps = (discount == 0.0) | truncated, start, []
+        for t, step_key in enumerate(jax.random.split(act_key, self.length)):
+            action, extras, state = self.act(params, state, observations[t], step_key)
+            state = reset_finished_actor_state(state, ended[t], start)
+            steps.append((action, extras))
+        actions, extras = jax.tree.map(lambda *xs: jnp.stack(xs), *steps)
+        return Trajectory(observations[:-1], actions, reward, discount, truncated, observations[1:], extras, start)
+
+
+def _draw(env_spec: EnvSpec, length: int, envs: int, env: JaxEnv | None, key: jax.Array):
+    """`(observations [T + 1, B, *obs], discount, truncated, reward [T, B], key to act with)`."""
+    keys = jax.random.split(key, 5)
     if env is not None:
         observations = env_observations(env, keys[0], (length + 1) * envs).reshape(
             (length + 1, envs) + tuple(env_spec.observation.shape))
@@ -74,16 +94,7 @@ def trajectory_from_spec(agent: Agent, params: Any, env_spec: EnvSpec, length: i
         observations = sample_observations(env_spec.observation, keys[0], (length + 1, envs))
     discount = (jax.random.uniform(keys[1], (length, envs)) > 0.2).astype(jnp.float32)
     truncated = (jax.random.uniform(keys[2], (length, envs)) > 0.85) & (discount == 1.0)
-    reward = jax.random.normal(keys[3], (length, envs), jnp.float32)
-    start = agent.init_actor_state(envs, env_columns(0, envs, envs))
-    ended = (discount == 0.0) | truncated
-    act, state, steps = act or jax.jit(agent.act), start, []
-    for t, step_key in enumerate(jax.random.split(keys[4], length)):
-        action, extras, state = act(params, state, observations[t], step_key)
-        state = reset_finished_actor_state(state, ended[t], start)
-        steps.append((action, extras))
-    actions, extras = jax.tree.map(lambda *xs: jnp.stack(xs), *steps)
-    return Trajectory(observations[:-1], actions, reward, discount, truncated, observations[1:], extras, start)
+    return observations, discount, truncated, jax.random.normal(keys[3], (length, envs), jnp.float32), keys[4]
 
 
 def tiled(trajectory: Trajectory, copies: int) -> Trajectory:

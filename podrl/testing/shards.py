@@ -29,13 +29,13 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import PartitionSpec as P
+from jax.sharding import NamedSharding, PartitionSpec as P
 
-from podrl.core.learner_state import TRAJECTORY_SPEC, shard_global, shard_local, train_state_spec
+from podrl.core.learner_state import TRAJECTORY_SPEC, broadcast_prefix, shard_global, shard_local, train_state_spec
 from podrl.core.mesh import data_mesh
 from podrl.core.parallel import learner_metrics
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory
-from podrl.testing.batches import tiled, tiny_envs, trajectory_from_spec
+from podrl.testing.batches import TrajectoryMaker, tiled, tiny_envs
 from podrl.testing.errors import AgentCheckError
 
 BUILTIN_PREFIX = "podrl.agents."
@@ -45,16 +45,24 @@ BUILTIN_PREFIX = "podrl.agents."
 def layout_update(agent: Agent, devices: Sequence[jax.Device]) -> Callable[..., tuple[TrainState, Metrics]]:
     """`update(train_state, trajectory [T, D * B], key) -> (train_state, metrics)` of `agent` on D =
     len(devices) learner shards, jitted (module doc). The train state goes in and comes out as the
-    layouts keep it: `shard_state` leaves `[D, ...]` (`on_shards`); every shard gets the same `key`."""
+    layouts keep it: `shard_state` leaves `[D, ...]` (`on_shards`); every shard gets the same `key`.
+    The inputs are placed on the mesh first, as the outputs come back, so a call on the outputs of the
+    one before runs the same compiled program."""
 
     def update(train_state, trajectory, key):
         train_state, metrics = agent.update(shard_local(train_state), trajectory, key)
         return shard_global(train_state), learner_metrics(metrics)
 
-    spec = train_state_spec()
-    mapped = jax.shard_map(update, mesh=data_mesh(list(devices)), in_specs=(spec, TRAJECTORY_SPEC, P()),
-                           out_specs=(spec, P()))
-    return jax.jit(mapped)
+    mesh, spec = data_mesh(list(devices)), train_state_spec()
+    specs = (spec, TRAJECTORY_SPEC, P())
+    jitted = jax.jit(jax.shard_map(update, mesh=mesh, in_specs=specs, out_specs=(spec, P())))
+
+    def placed(*args):
+        shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), broadcast_prefix(specs, args),
+                                 is_leaf=lambda x: isinstance(x, P))
+        return jitted(*jax.device_put(args, shardings))
+
+    return placed
 
 
 def on_shards(train_state: TrainState, shards: int) -> TrainState:
@@ -112,10 +120,9 @@ def check_before_run(agent_config: Any, agent: Agent, env_spec: Any, rollout_len
         print(f"podrl: the learner-shard check of {type(agent_config).__name__} needs 2 devices of this process "
               f"(it has {len(local)}); skipped", file=sys.stderr)
         return
-    key = jax.random.key(0)
-    state = agent.init(key, env_spec)
+    state = jax.jit(lambda key: agent.init(key, env_spec))(jax.random.key(0))
     envs = tiny_envs(agent_config, rollout_length)
-    trajectory = trajectory_from_spec(agent, state.params, env_spec, rollout_length, envs, jax.random.key(1))
+    trajectory = TrajectoryMaker(agent, env_spec, rollout_length, envs)(state.params, jax.random.key(1))
     check_learner_shards(agent, state, trajectory, jax.random.key(2), local[:2])
 
 
