@@ -47,7 +47,8 @@ def layout_update(agent: Agent, devices: Sequence[jax.Device]) -> Callable[..., 
     len(devices) learner shards, jitted (module doc). The train state goes in and comes out as the
     layouts keep it: `shard_state` leaves `[D, ...]` (`on_shards`); every shard gets the same `key`.
     The inputs are placed on the mesh first, as the outputs come back, so a call on the outputs of the
-    one before runs the same compiled program."""
+    one before runs the same compiled program. An update whose train state JAX types as varying over
+    the shards is `AgentCheckError` ("learner shards")."""
 
     def update(train_state, trajectory, key):
         train_state, metrics = agent.update(shard_local(train_state), trajectory, key)
@@ -60,7 +61,7 @@ def layout_update(agent: Agent, devices: Sequence[jax.Device]) -> Callable[..., 
     def placed(*args):
         shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), broadcast_prefix(specs, args),
                                  is_leaf=lambda x: isinstance(x, P))
-        return jitted(*jax.device_put(args, shardings))
+        return _traced(jitted, *jax.device_put(args, shardings))
 
     return placed
 
@@ -99,7 +100,7 @@ def check_learner_shards(agent: Agent, state: TrainState, trajectory: Trajectory
     for i in range(updates):
         step_key = jax.random.fold_in(key, i)
         after_one, metrics_one = one(single, trajectory, step_key)
-        after_two, metrics_two = _traced(two, double, both, step_key)
+        after_two, metrics_two = two(double, both, step_key)
         _compare(of_shard(single), of_shard(after_one), of_shard(after_two), metrics_one, metrics_two, i)
         moved += not _same(single.params, after_one.params)
         single, double = after_one, after_two
@@ -126,10 +127,10 @@ def check_before_run(agent_config: Any, agent: Agent, env_spec: Any, rollout_len
     check_learner_shards(agent, state, trajectory, jax.random.key(2), local[:2])
 
 
-def _traced(two: Callable, state: TrainState, trajectory: Trajectory, key: jax.Array):
-    """`two(state, trajectory, key)`, an update that leaves state varying over the shards said as the rule."""
+def _traced(update: Callable, state: TrainState, trajectory: Trajectory, key: jax.Array):
+    """`update(state, trajectory, key)`; an update that leaves the state varying over the shards said as the rule."""
     try:
-        return two(state, trajectory, key)
+        return update(state, trajectory, key)
     except ValueError as e:
         if "shard_map" not in str(e) or "out_specs" not in str(e):
             raise

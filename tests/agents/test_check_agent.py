@@ -4,7 +4,7 @@ learner shards; `check_env` holds on podrl's JAX envs and names what a broken on
 
 The broken agents are one tiny agent of this file (`LinearConfig`: a linear softmax policy learned by
 REINFORCE with plain SGD, the same on every row), each with one mistake a researcher makes: gradients
-summed over the learner shards, a metric summed over them, a non-scalar metric, actions `[B, 1]`, an actor
+summed over the learner shards or never reduced, a metric summed over them, a non-scalar metric, actions `[B, 1]`, an actor
 state without the batch axis (never reset by the layouts), actor-state rows mixed by a batch mean.
 """
 
@@ -21,7 +21,7 @@ from podrl.agents import AGENTS
 from podrl.agents.config_base import AgentConfigBase
 from podrl.agents.ppo import PPOConfig
 from podrl.anakin import AnakinConfig, train_anakin
-from podrl.core.parallel import learner_value_and_grad, sum_across_learners
+from podrl.core.parallel import learner_value_and_grad, sum_across_learners, vary_across_learners
 from podrl.core.types import Agent, TrainState
 from podrl.envs.registry import make
 from podrl.run.config import LoggingConfig
@@ -68,7 +68,8 @@ class LinearConfig(AgentConfigBase):
     learning_rate: float = 0.5
     """SGD step size."""
     grads: str = "averaged"
-    """averaged: through learner_value_and_grad; summed: a plain jax.value_and_grad (summed over the shards)."""
+    """averaged: through learner_value_and_grad; summed: a plain jax.value_and_grad (summed over the shards);
+    local: each shard's own (never reduced)."""
     action: str = "row"
     """row: actions [B]; column: actions [B, 1]."""
     actor_state: str = "none"
@@ -122,6 +123,8 @@ def linear_agent(config: LinearConfig, spec) -> Agent:
         grad_fn = jax.value_and_grad(loss, has_aux=True)
         if config.grads == "summed":
             (value, per_env), grads = grad_fn(train_state.params, traj)
+        elif config.grads == "local":
+            (value, per_env), grads = grad_fn(vary_across_learners(train_state.params), traj)
         else:
             (value, per_env), grads = learner_value_and_grad(grad_fn, train_state.params, traj)
         params = jax.tree.map(lambda p, g: p - config.learning_rate * g, train_state.params, grads)
@@ -140,6 +143,8 @@ def test_check_agent_holds_on_an_agent_of_its_own_with_per_shard_metrics():
 BROKEN = {  # field=value: (rule, words of its sentence)
     "grads=summed": ("learner shards", ["2.00 times as far", "podrl.core.parallel.learner_value_and_grad",
                                         "returns their sum over the shards", "--skip-agent-check"]),
+    "grads=local": ("learner shards", ["a train state that differs between learner shards",
+                                       "podrl.core.parallel.learner_value_and_grad"]),
     "metrics=summed": ("learner shards", ["metric 'loss'", "do not sum it over the shards"]),
     "metrics=vector": ("metrics", ["metric 'loss' is float32[4]", "shape []"]),
     "action=column": ("act", ["int32[4, 1]", "shape [4] ([B, *action_spec.shape])"]),
