@@ -200,23 +200,34 @@ def own_agents(argv: Sequence[str], default_agent: Any) -> tuple[list[str], tupl
     imported now, from the current folder as `--env module:Class` is) or `default_agent` is (a resumed
     checkpoint's), for `flags_type`; `argv` with a path to a registered class replaced by its name.
     UnknownAgentError for an `agent:<name>` no agent has, or a path that names no agent config."""
-    from podrl.agents import UnknownAgentError, agent_name, import_agent, registered_agents
+    from podrl.agents import agent_name, registered_agents
 
     registered = registered_agents()
     classes = {entry.config for entry in registered.values()}
     own = [] if type(default_agent) in classes else [type(default_agent)]
     out = []
     for arg in argv:
-        name = arg.removeprefix("agent:").replace("-", "_") if arg.startswith("agent:") else None
-        if name is not None and name not in registered:
-            if ":" not in name:
-                raise UnknownAgentError(f"{arg!r}: no agent is named {name!r} (podrl's and installed ones: "
-                                        f"{', '.join(registered)}); your own: agent:<module>:<Class>")
-            cls = import_agent(name)
+        cls = _named_class(arg, registered)
+        if cls is not None:
             own += [] if cls in classes or cls in own else [cls]
             arg = f"agent:{agent_name(cls())}" if cls in classes else arg
         out.append(arg)
     return out, tuple(own)
+
+
+def _named_class(arg: str, registered: dict[str, Any]) -> type | None:
+    """The config class `arg` names when it is `agent:<module>:<Class>` (imported now); None for any other word,
+    a registered agent's `agent:<name>` included. UnknownAgentError for an `agent:<name>` no agent has."""
+    from podrl.agents import UnknownAgentError, import_agent
+
+    name = arg.removeprefix("agent:")
+    if name == arg or name in registered or name.replace("-", "_") in registered:
+        return None
+    name = name.replace("-", "_")  # tyro's --help writes a module's underscores as hyphens
+    if ":" not in name:
+        raise UnknownAgentError(f"{arg!r}: no agent is named {name!r} (podrl's and installed ones: "
+                                f"{', '.join(registered)}); your own: agent:<module>:<Class>")
+    return import_agent(name)
 
 
 def parse_flags(layout: str, argv: Sequence[str], defaults: Any) -> Any:

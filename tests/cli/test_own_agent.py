@@ -194,6 +194,11 @@ def test_an_installed_packages_agents_are_named_on_the_command_line_beside_podrl
         with pytest.raises(SystemExit):
             resolve("anakin", ["--help"])
         assert "agent:a2c" in capsys.readouterr().out
+        # the path form, as --help writes it (a module's underscores as hyphens), and a name nothing has
+        hyphens = resolve("anakin", [f"agent:{module.replace('_', '-')}:PPOConfig", "--agent.value-coef", "0.2"])
+        assert type(hyphens.agent).__module__ == module and hyphens.agent.value_coef == 0.2
+        with pytest.raises(UnknownAgentError, match="no agent is named 'a2cc'.*your own: agent:<module>:<Class>"):
+            resolve("anakin", ["agent:a2cc"])
     finally:
         podrl.agents.installed_agents.cache_clear()
         flags.flags_type.cache_clear()
