@@ -52,10 +52,10 @@ def build(config: AnakinConfig, agent_config: AgentConfig, env: JaxEnv | None = 
     env = env if env is not None else make(config.env)
     spec = env_spec(env)
     agent = agent_config.make_agent(spec, config.num_updates)
-    check_before_run(agent_config, agent, spec, config.rollout_length, len(devices) // config.population_shards,
-                     config.skip_agent_check, devices)  # a user's agent on several learner shards
     copies = config.members // config.population_shards  # members per device row
     check_shard_state_fits(agent, spec, agent_config, devices, copies=copies)  # before any allocation
+    check_before_run(agent_config, agent, spec, config.rollout_length, len(devices) // config.population_shards,
+                     config.skip_agent_check, devices)  # a user's agent on several learner shards
     hyperparams = member_values(config.sweep_axes, config.members, config.seed)
     compiled = AnakinCompiled(agent, env, config, population_mesh(devices, config.population_shards), spec,
                               hyperparams)

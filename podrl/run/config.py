@@ -114,7 +114,7 @@ class RunConfig:
     compile_cache: str = option("auto", on_resume=MAY_CHANGE)
     """Persistent compilation cache (training scripts): 'auto' (JAX_COMPILATION_CACHE_DIR, else ~/.cache/podrl/jax), 'none', or a folder."""
     skip_agent_check: bool = option(False, on_resume=MAY_CHANGE)
-    """Skip the check run before training an agent that is not podrl's own on more than one learner shard: one update on 2 shards holding the same batch must end where 1 shard does (gradients through learner_value_and_grad, not summed; podrl.testing.check_agent)."""
+    """Skip the check run before training an agent that is not podrl's own on more than one learner shard: one update on 2 shards holding the same batch must end where 1 shard does (gradients through learner_value_and_grad, not summed; podrl.testing.check_agent). It holds 4 copies of the train state: skip it for a replay that fills a device."""
     logging: LoggingConfig = option(default_factory=LoggingConfig, on_resume=MAY_CHANGE)
     """Logging settings."""
     checkpoint: CheckpointConfig = option(default_factory=CheckpointConfig, on_resume=MAY_CHANGE)

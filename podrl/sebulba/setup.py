@@ -68,9 +68,9 @@ def build(config: SebulbaConfig, agent_config: AgentConfig, env_factory: EnvFact
         check_host_env(envs[0])
         spec = EnvSpec(envs[0].observation_spec(), envs[0].action_spec())
         agent = agent_config.make_agent(spec, config.num_updates)
+        check_shard_state_fits(agent, spec, agent_config, list(mesh.devices.flat))
         check_before_run(agent_config, agent, spec, config.rollout_length, mesh.size, config.skip_agent_check,
                          list(mesh.devices.flat))  # a user's agent on several learner shards
-        check_shard_state_fits(agent, spec, agent_config, list(mesh.devices.flat))
     except BaseException:
         for env in envs:
             env.close()
