@@ -33,7 +33,7 @@ from podrl.agents.networks import ActionDistribution, ActorCritic, action_distri
 from podrl.agents.optimizers import make_optimizer
 from podrl.agents.unroll import act_step
 from podrl.envs.types import EnvSpec
-from podrl.core.parallel import learner_value_and_grad, mean_across_learners
+from podrl.core.parallel import learner_value_and_grad
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
@@ -185,8 +185,9 @@ def finish_update(
     parts: Parts, train_state: TrainState, params, opt_state, metrics: Metrics
 ) -> tuple[TrainState, Metrics]:
     """The next `TrainState`, and `metrics` (stacked per step, `[...]`) meaned to `[]` across
-    steps and learner shards, plus the "learning_rate" at this update's first optimizer step."""
-    metrics = mean_across_learners(jax.tree.map(jnp.mean, metrics))
+    steps (this shard's: the layout averages them over the learner shards), plus the
+    "learning_rate" at this update's first optimizer step."""
+    metrics = jax.tree.map(jnp.mean, metrics)
     steps_before = train_state.update_step * parts.config.num_optimizer_steps(1)
     metrics["learning_rate"] = jnp.asarray(parts.learning_rate(steps_before), jnp.float32)
     return train_state._replace(params=params, opt_state=opt_state, update_step=train_state.update_step + 1), metrics

@@ -1,12 +1,27 @@
 """Fields and methods every agent config shares, declared and documented once; imports no JAX.
 
+Every part checks its own fields in its own `__post_init__`, after its bases' (each calls
+`super().__post_init__()` first, down to `CheckedConfig`, the root): a config built from parts, a
+user's own included, gets every part's checks (raising `ConfigError` naming the field), and an
+agent's `__post_init__` checks only its own fields:
+
+    @dataclasses.dataclass(frozen=True)
+    class A2CConfig(AgentConfigBase, AdamConfig):
+        value_coef: float = 0.5  # and its one-line docstring under it
+
+        def __post_init__(self):
+            super().__post_init__()  # learning_rate, anneal_lr, max_grad_norm, adam_eps, SWEEPABLE
+            require_number(self, "value_coef", low=0.0)
+
 - `OptimizerConfig`: step size, its linear anneal and the global-norm clip; `AdamConfig` adds
   Adam's epsilon (`--agent.adam-eps`, from `AdamEpsConfig`, which SAC / TD3 share), `OptimizerChoiceConfig` the choice of Adam or RMSProp
   (`--agent.optimizer`, `--agent.optimizer-eps`, `--agent.rmsprop-eps-in-sqrt`).
   `podrl.agents.optimizers` builds the optax optimizer of either (every agent's optimizer is built there).
+  Without `EpochsConfig` a config takes one optimizer step per update (`num_optimizer_steps`).
 - `EpochsConfig`: `num_epochs` passes of `num_minibatches` shuffled minibatches per update.
 - `ObsNormConfig`: `--agent.normalize-observations` and its clip (`podrl.agents.obs_norm`).
-- `AgentConfigBase`: the lazy `make_agent` trampoline (`AGENT_MODULE`) and the population
+- `AgentConfigBase`: the lazy `make_agent` trampoline (`AGENT_MODULE`), a `check_batch` that accepts
+  any batch its parts accept, and the population
   declarations: `SWEEPABLE` ({field: (low, high)}), `HYPERPARAMS` (the NamedTuple of the swept
   values `update` receives, see `podrl.agents.actor_critic.hyperparams_for`) and `SHAPE_FIELDS`.
   `check_sweepable` refuses, at construction, a sweepable field that cannot be an array.
@@ -35,7 +50,16 @@ RMSPROP_DECAY = 0.99
 
 
 @dataclasses.dataclass(frozen=True)
-class OptimizerConfig:
+class CheckedConfig:
+    """The root of the config parts: its `__post_init__` checks nothing, so every part's can call
+    `super().__post_init__()` (its bases' checks first, then its own fields')."""
+
+    def __post_init__(self) -> None:
+        """Nothing to check here: the end of the cooperative chain."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig(CheckedConfig):
     """Gradient clip, step size and schedule; a subclass names the optimizer (`optimizer_args`)."""
 
     learning_rate: float = 1e-3
@@ -44,6 +68,10 @@ class OptimizerConfig:
     """Decay the step size linearly to 0 over the run (its optimizer steps; DQN: its updates)."""
     max_grad_norm: float = 0.5
     """Clip gradients to this global norm before the optimizer."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.check_optimizer_fields()
 
     def check_optimizer_fields(self) -> None:
         """ConfigError naming the field unless learning_rate and max_grad_norm are > 0 and anneal_lr a bool."""
@@ -55,13 +83,22 @@ class OptimizerConfig:
         """`(name, keyword arguments)` of the optax optimizer besides its learning rate."""
         raise NotImplementedError
 
+    def num_optimizer_steps(self, total_updates: int) -> int:
+        """Optimizer steps in a run of `total_updates` calls to `update` (the lr anneal's length): one per
+        update here; `EpochsConfig` (and a config taking several steps per update) says its own."""
+        return total_updates
+
 
 @dataclasses.dataclass(frozen=True)
-class AdamEpsConfig:
+class AdamEpsConfig(CheckedConfig):
     """Adam's epsilon, for a config with one Adam step size (`AdamConfig`) or several (SAC, TD3)."""
 
     adam_eps: float = 1e-8
     """Adam epsilon."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.check_adam_eps()
 
     def check_adam_eps(self) -> None:
         """ConfigError("adam_eps") unless it is > 0."""
@@ -74,11 +111,7 @@ class AdamEpsConfig:
 
 @dataclasses.dataclass(frozen=True)
 class AdamConfig(AdamEpsConfig, OptimizerConfig):
-    """Adam (Kingma & Ba 2015) after the global-norm clip."""
-
-    def check_optimizer_fields(self) -> None:
-        super().check_optimizer_fields()
-        self.check_adam_eps()
+    """Adam (Kingma & Ba 2015) after the global-norm clip: `OptimizerConfig`'s fields and `adam_eps`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,8 +127,8 @@ class OptimizerChoiceConfig(OptimizerConfig):
     False by sqrt(nu) + eps (PyTorch, TorchBeast, Cleanba). With eps 0.01 they differ a lot: a
     gradient of 0.01 moves a parameter ~0.1 lr inside the sqrt and ~0.5 lr outside it."""
 
-    def check_optimizer_fields(self) -> None:
-        super().check_optimizer_fields()
+    def __post_init__(self) -> None:
+        super().__post_init__()
         require_bool(self, "rmsprop_eps_in_sqrt")
         require_choice(self, "optimizer", OPTIMIZERS)
         if self.optimizer != "rmsprop" and not self.rmsprop_eps_in_sqrt:
@@ -128,13 +161,17 @@ def check_sequence_minibatches(num_minibatches: int, envs_per_shard: int, why: s
 
 
 @dataclasses.dataclass(frozen=True)
-class EpochsConfig:
+class EpochsConfig(CheckedConfig):
     """Minibatch SGD over each rollout: `num_epochs` passes of `num_minibatches` minibatches."""
 
     num_epochs: int = 4
     """Passes over each rollout per update."""
     num_minibatches: int = 4
     """Minibatches per epoch, per learner shard; must divide rollout_length * envs_per_shard (with a core: envs_per_shard, minibatches are whole env sequences)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.check_epoch_fields()
 
     def check_epoch_fields(self) -> None:
         """ConfigError naming the field unless num_epochs and num_minibatches are positive ints."""
@@ -150,13 +187,17 @@ class EpochsConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class ObsNormConfig:
+class ObsNormConfig(CheckedConfig):
     """Observation normalisation by running statistics (`podrl.agents.obs_norm`), for any agent."""
 
     normalize_observations: bool = False
     """Standardise observations by their running mean / variance (kept with the params, averaged over learners) in act and in the loss."""
     obs_norm_clip: float = 10.0
     """Normalised observations are clipped to [-obs_norm_clip, obs_norm_clip]."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.check_obs_norm_fields()
 
     def check_obs_norm_fields(self) -> None:
         """ConfigError naming the field unless normalize_observations is a bool and obs_norm_clip > 0."""
@@ -173,8 +214,9 @@ class ObsNormConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class AgentConfigBase:
-    """`make_agent` (the lazily imported `AGENT_MODULE.make_agent`) and what a population may sweep."""
+class AgentConfigBase(CheckedConfig):
+    """`make_agent` (the lazily imported `AGENT_MODULE.make_agent`) and what a population may sweep;
+    its `__post_init__` checks the population declarations (`check_sweepable`) after the other parts'."""
 
     AGENT_MODULE: ClassVar[str] = ""
     """The module whose `make_agent(config, env_spec, total_updates)` builds the agent (imported on use)."""
@@ -184,6 +226,18 @@ class AgentConfigBase:
     """The NamedTuple whose fields are SWEEPABLE's: what the loss and optimizer read per member."""
     SHAPE_FIELDS: ClassVar[tuple[str, ...]] = ()
     """Fields that change the compiled program's shapes or structure: a sweep refuses them."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_sweepable(self)
+
+    def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
+        """Accepts any `[rollout_length, envs_per_shard]` shard batch the config's other parts accept
+        (`EpochsConfig`'s minibatches, a replay's buffer); override it to refuse, with `ConfigError`
+        naming the field, a batch your update cannot split."""
+        parent = getattr(super(), "check_batch", None)
+        if parent is not None:
+            parent(rollout_length, envs_per_shard)
 
     def make_agent(self, env_spec: EnvSpec, total_updates: int) -> Agent:
         """The `Agent` for `env_spec`; `total_updates` calls of `update` make the run (its schedules)."""

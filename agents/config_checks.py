@@ -4,7 +4,8 @@
 (`PPOConfig`, `ImpalaConfig`; declared and documented once, here), validated by
 `check_network_fields`. The value-based agents (PQN, DQN) inherit `QNetworkConfig`
 (torso and Q head, no recurrent core) and `EpsilonConfig` (the epsilon-greedy schedule),
-validated by `check_q_network_fields` and `check_epsilon_fields`. The continuous-control
+validated by `check_q_network_fields` and `check_epsilon_fields`. Each part runs its check in its
+own `__post_init__`, after its bases' (`podrl.agents.config_base.CheckedConfig`). The continuous-control
 agents (SAC, TD3) inherit `ContinuousControlConfig` (a `ReplayConfig` plus warm-up, targets,
 MLP widths and their optimizer block), validated by `check_continuous_control_fields`.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from podrl.agents.config_base import AdamEpsConfig
+from podrl.agents.config_base import AdamEpsConfig, CheckedConfig
 from podrl.core.errors import ConfigError, is_int, require_bool, require_choice, require_int, require_number
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
@@ -31,7 +32,7 @@ CORES = ("none", "lstm", "gru")
 
 
 @dataclasses.dataclass(frozen=True)
-class NetworkConfig:
+class NetworkConfig(CheckedConfig):
     """The actor-critic network: a torso (`podrl.agents.torsos`), an optional recurrent core
     (`podrl.agents.cores`) and policy / value heads (`podrl.agents.networks`)."""
 
@@ -47,6 +48,10 @@ class NetworkConfig:
     """Recurrent core between the (then shared) torso and the heads: none, lstm or gru; the actor carries its state and the learner re-unrolls it."""
     core_size: int = 128
     """Width of the lstm / gru core's state (ignored when core is none)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_network_fields(self)
 
 
 def check_network_fields(config: NetworkConfig) -> None:
@@ -85,7 +90,7 @@ def check_mlp_fields(config) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class QNetworkConfig:
+class QNetworkConfig(CheckedConfig):
     """The Q network of the value-based agents: a torso (`podrl.agents.torsos`) and a linear Q head
     `[..., num_actions]` (`podrl.agents.q_learning.QNetwork`); feed-forward, no recurrent core."""
 
@@ -98,6 +103,10 @@ class QNetworkConfig:
     layer_norm: bool = False
     """LayerNorm after each hidden dense layer (before the activation) of the torso (mlp: every hidden layer; CNNs: their dense layer)."""
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_q_network_fields(self)
+
 
 def check_q_network_fields(config: QNetworkConfig) -> None:
     """`check_torso_fields`, then ConfigError("layer_norm") unless it is True or False."""
@@ -106,7 +115,7 @@ def check_q_network_fields(config: QNetworkConfig) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class EpsilonConfig:
+class EpsilonConfig(CheckedConfig):
     """The epsilon-greedy exploration schedule of the value-based agents: epsilon decays
     linearly from `epsilon_start` to `epsilon_end` over the first `epsilon_decay_fraction`
     of the run's updates, then stays at `epsilon_end` (`podrl.agents.q_learning.epsilon_schedule`)."""
@@ -118,6 +127,10 @@ class EpsilonConfig:
     epsilon_decay_fraction: float = 0.2
     """Share of the run's updates over which epsilon decays linearly, in (0, 1]."""
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_epsilon_fields(self)
+
 
 def check_epsilon_fields(config: EpsilonConfig) -> None:
     """Raises ConfigError unless epsilon_start and epsilon_end are in [0, 1] and
@@ -128,7 +141,7 @@ def check_epsilon_fields(config: EpsilonConfig) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class ReplayConfig:
+class ReplayConfig(CheckedConfig):
     """A replay ring buffer per learner shard (`podrl.agents.replay`), filled with each update's rollout
     and sampled by `replay_ratio` gradient steps per env step (`podrl.agents.off_policy`)."""
 
@@ -141,6 +154,10 @@ class ReplayConfig:
     """Transitions sampled per gradient step, per learner shard."""
     replay_ratio: float = 1.0
     """Gradient steps per env step of this shard: an update of T x B steps does round(replay_ratio * T * B) of them (at least 1)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_replay_fields(self)
 
     def sgd_steps(self, rollout_length: int, envs_per_shard: int) -> int:
         """Gradient steps per update: round(replay_ratio * T * B), at least 1."""
@@ -162,7 +179,7 @@ def check_replay_fields(config: ReplayConfig) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class PrioritisedConfig:
+class PrioritisedConfig(CheckedConfig):
     """Prioritised replay (`podrl.agents.prioritised`; Schaul et al. 2016, "Prioritized Experience Replay",
     ICLR): what is replayed is drawn with probability p^alpha / sum_k p_k^alpha, its loss weighted by
     (N P)^-beta normalised by the batch's largest weight."""
@@ -171,6 +188,10 @@ class PrioritisedConfig:
     """alpha: replay what has priority p with probability proportional to p^alpha (0: uniform); Ape-X 0.6, R2D2 0.9."""
     importance_exponent: float = 0.4
     """beta in [0, 1]: each replayed loss is weighted by (N P)^-beta over the batch's largest (0: unweighted); Ape-X 0.4, R2D2's table 0.6."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_prioritised_fields(self)
 
 
 def check_prioritised_fields(config: PrioritisedConfig) -> None:
@@ -244,10 +265,14 @@ class ContinuousControlConfig(ReplayConfig, AdamEpsConfig):
     max_grad_norm: float = 1e6
     """Clip each network's gradients to this global norm before Adam (the default: no clipping in practice)."""
 
+    def __post_init__(self) -> None:
+        super().__post_init__()  # the replay's fields and adam_eps
+        check_continuous_control_fields(self)
+
 
 def check_continuous_control_fields(config: ContinuousControlConfig) -> None:
-    """Raises ConfigError naming the first invalid field of `ContinuousControlConfig`."""
-    check_replay_fields(config)
+    """Raises ConfigError naming the first invalid field of `ContinuousControlConfig`'s own (its bases,
+    `ReplayConfig` and `AdamEpsConfig`, check theirs)."""
     check_fill_field(config, "warmup_steps")
     require_number(config, "gamma", low=0.0, high=1.0)
     require_number(config, "tau", low=0.0, high=1.0, low_open=True)
@@ -255,4 +280,3 @@ def check_continuous_control_fields(config: ContinuousControlConfig) -> None:
     require_number(config, "reward_scale", low=0.0, low_open=True)
     for name in ("actor_learning_rate", "critic_learning_rate", "max_grad_norm"):
         require_number(config, name, low=0.0, low_open=True)
-    config.check_adam_eps()

@@ -34,7 +34,7 @@ import optax
 from podrl.agents import prioritised, replay
 from podrl.agents.actor_critic import sgd_step
 from podrl.agents.optimizers import set_learning_rate
-from podrl.core.parallel import mean_across_learners, vary_across_learners, vary_like
+from podrl.core.parallel import match_varying, vary_across_learners, vary_like
 from podrl.core.types import Metrics, TrainState, Trajectory
 
 Array = jax.Array
@@ -82,9 +82,10 @@ def learning_started(update_step: Array, items_per_update: int, min_fill: int) -
 
 
 def _learn(sgd_step: SGDStep, buffer: Any, num_steps: int, carry, key: Array):
-    """`num_steps` scanned `sgd_step`s; their metrics meaned over the steps and over learners."""
+    """`num_steps` scanned `sgd_step`s; their metrics meaned over the steps (this shard's: the layout
+    averages them over the learner shards)."""
     carry, metrics = jax.lax.scan(functools.partial(sgd_step, buffer), carry, jax.random.split(key, num_steps))
-    return carry, mean_across_learners(jax.tree.map(jnp.mean, metrics))
+    return carry, jax.tree.map(jnp.mean, metrics)
 
 
 def replay_and_learn(buffer: Any, items: Any, added: int, update_step: Array, min_fill: int, num_steps: int,
@@ -96,9 +97,9 @@ def replay_and_learn(buffer: Any, items: Any, added: int, update_step: Array, mi
     priorities and the new priorities of the last step's `batch_size` draws, which the next step
     writes before it samples (`target_sgd_step`, `prioritised.PendingPriorities`).
 
-    Returns `(buffer, carry, metrics, learning)`: metrics averaged over steps and learners (zeros
-    while not learning), `learning` bool `[]`. Metrics "learning" (0/1) and "replay_fill" (the
-    shard's filled slots, averaged over learners) are added."""
+    Returns `(buffer, carry, metrics, learning)`: metrics averaged over steps (zeros while not
+    learning; the layout averages them over learners), `learning` bool `[]`. Metrics "learning"
+    (0/1) and "replay_fill" (the shard's filled slots) are added."""
     buffer = add(buffer, items)
     learning = learning_started(update_step, added, min_fill)
     has_priorities = isinstance(buffer, prioritised.PrioritisedReplay)
@@ -107,15 +108,16 @@ def replay_and_learn(buffer: Any, items: Any, added: int, update_step: Array, mi
         pending = vary_like(prioritised.nothing_pending(priorities, batch_size), priorities.tree.nodes)
         carry = (carry, (priorities, pending))
     learn = functools.partial(_learn, sgd_step, buffer, num_steps)
-    skipped = jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), jax.eval_shape(learn, carry, key)[1])
-    # the learned metrics vary like the train state (e.g. per population member); so must the zeros
-    skipped = vary_like(skipped, update_step)
+    shapes = jax.eval_shape(learn, carry, key)[1]
+    # the learned metrics vary like the train state (per population member) and the sampled batch (per
+    # learner shard); so must the zeros, leaf by leaf
+    skipped = match_varying(jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), shapes), shapes)
     carry, metrics = jax.lax.cond(learning, learn, lambda c, _: (c, skipped), carry, key)
     if has_priorities:
         carry, (priorities, pending) = carry
         buffer = buffer._replace(priorities=prioritised.settle(priorities, pending))
     metrics = {**metrics, "learning": learning.astype(jnp.float32),
-               "replay_fill": mean_across_learners(buffer.size.astype(jnp.float32))}
+               "replay_fill": buffer.size.astype(jnp.float32)}
     return buffer, carry, metrics, learning
 
 

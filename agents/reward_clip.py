@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 
+from podrl.agents.config_base import CheckedConfig
 from podrl.core.errors import require_number
 
 
 @dataclasses.dataclass(frozen=True)
-class RewardClipConfig:
-    """Mixin: the `reward_clip` field (declared and documented once, here)."""
+class RewardClipConfig(CheckedConfig):
+    """Mixin: the `reward_clip` field (declared and documented once, here), checked by its `__post_init__`."""
 
     reward_clip: float | None = None
     """Clip rewards to [-c, c] in the learner (Atari: 1.0); logged episode returns stay the unclipped game score."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_reward_clip(self)
 
 
 def check_reward_clip(config: RewardClipConfig) -> None:

@@ -18,7 +18,8 @@ from podrl.envs.errors import UnknownEnvError
 from podrl.envs.types import JaxEnv
 from podrl.envs.wrappers import TimeLimit
 
-__all__ = ["UnknownEnvError", "check_name", "import_user_module", "make", "registered"]
+__all__ = ["ImportPathError", "UnknownEnvError", "check_name", "import_path", "import_user_module", "make",
+           "registered"]
 
 
 class _Entry(NamedTuple):
@@ -48,6 +49,26 @@ def import_user_module(module_name: str) -> Any:
     makes it (so `--env my_envs:Chain` finds `./my_envs.py`, in this process and in spawned workers)."""
     _importable_cwd()
     return importlib.import_module(module_name)
+
+
+class ImportPathError(ImportError):
+    """A `module:attr` path that names nothing: its module does not import, or lacks the attribute.
+    The message is one clause (`cannot import module 'm' (...)`, `module 'm' has no attribute 'a'`)
+    that each caller puts in its own sentence (an env, an agent)."""
+
+
+def import_path(path: str) -> Any:
+    """The object a `module:attr` path names (`--env my_envs:Chain`, `agent:my_agents:A2CConfig`): `module`
+    imported as `import_user_module` does (the current folder first, as `python -m` makes it), then its
+    attribute `attr`. Raises `ImportPathError` (module doc)."""
+    module_name, _, attr = path.partition(":")
+    try:
+        module = import_user_module(module_name)
+    except ImportError as e:
+        raise ImportPathError(f"cannot import module {module_name!r} ({e})") from e
+    if not attr or not hasattr(module, attr):
+        raise ImportPathError(f"module {module_name!r} has no attribute {attr!r}")
+    return getattr(module, attr)
 
 
 def _importable_cwd() -> None:
@@ -83,16 +104,11 @@ def _origin(module: str) -> str | None:
 
 
 def _import(path: str) -> Callable[..., Any]:
-    module_name, _, attr = path.partition(":")
     try:
-        module = import_user_module(module_name)
-    except ImportError as e:
-        raise UnknownEnvError(f"env {path!r}: cannot import module {module_name!r} ({e}); "
-                              f"expected {schemes.expected('anakin')}") from e
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise UnknownEnvError(f"env {path!r}: module {module_name!r} has no attribute {attr!r}") from None
+        return import_path(path)
+    except ImportPathError as e:
+        expected = f"; expected {schemes.expected('anakin')}" if e.__cause__ is not None else ""
+        raise UnknownEnvError(f"env {path!r}: {e}{expected}") from e.__cause__
 
 
 def check_name(name: str) -> None:

@@ -18,8 +18,11 @@ under it (`FLOORS`):
   front door;
 - podrl.run (driver, run context, configs, checkpoints, logging, evaluation) imports podrl.core
   and podrl.envs;
-- the layouts (podrl.anakin, podrl.sebulba) import podrl.run, podrl.core and podrl.envs: never
-  an agent (they see podrl.core.types.Agent), never each other, never the front door;
+- podrl.testing (the conformance checks: check_agent, check_env) imports podrl.run, podrl.core and
+  podrl.envs: it checks any agent through podrl.core.types.Agent, never names one;
+- the layouts (podrl.anakin, podrl.sebulba) import podrl.testing (the check they run before a
+  run), podrl.run, podrl.core and podrl.envs: never an agent (they see podrl.core.types.Agent),
+  never each other, never the front door;
 - the front door (podrl.cli) and the reports (podrl.reports) may import any floor, but only
   podrl.cli.experiment, podrl.cli.flags and podrl.cli.policy read the agent registry
   (`podrl.agents`), and nothing imports a specific agent (`podrl.agents.<name>`).
@@ -41,8 +44,9 @@ FLOORS: dict[str, tuple[str, ...]] = {
     "podrl.core": ("podrl.core",) + GROUND,
     "podrl.agents": ("podrl.agents", "podrl.core") + GROUND,
     "podrl.run": ("podrl.run", "podrl.core") + GROUND,
-    "podrl.anakin": ("podrl.anakin", "podrl.run", "podrl.core") + GROUND,
-    "podrl.sebulba": ("podrl.sebulba", "podrl.run", "podrl.core") + GROUND,
+    "podrl.testing": ("podrl.testing", "podrl.run", "podrl.core") + GROUND,
+    "podrl.anakin": ("podrl.anakin", "podrl.testing", "podrl.run", "podrl.core") + GROUND,
+    "podrl.sebulba": ("podrl.sebulba", "podrl.testing", "podrl.run", "podrl.core") + GROUND,
 }
 """Room -> the podrl packages its modules may import (the bare `podrl` package face always)."""
 
@@ -54,8 +58,12 @@ WHY = {
     "podrl.core": "the core imports only podrl.envs",
     "podrl.agents": "agents import only podrl.core and podrl.envs (never a layout, run service or the CLI)",
     "podrl.run": "run services import only podrl.core and podrl.envs",
-    "podrl.anakin": "a layout imports podrl.run, podrl.core, podrl.envs (never an agent, the other layout or the CLI)",
-    "podrl.sebulba": "a layout imports podrl.run, podrl.core, podrl.envs (never an agent, the other layout or the CLI)",
+    "podrl.testing": "the conformance checks import podrl.run, podrl.core, podrl.envs (never an agent, a layout "
+                     "or the CLI)",
+    "podrl.anakin": "a layout imports podrl.testing, podrl.run, podrl.core, podrl.envs (never an agent, the other "
+                    "layout or the CLI)",
+    "podrl.sebulba": "a layout imports podrl.testing, podrl.run, podrl.core, podrl.envs (never an agent, the other "
+                     "layout or the CLI)",
 }
 
 

@@ -12,11 +12,9 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from podrl.agents.config_base import AdamConfig, AgentConfigBase, check_sweepable
-from podrl.agents.config_checks import (EpsilonConfig, PrioritisedConfig, QNetworkConfig, ReplayConfig, check_epsilon_fields,
-                                        check_fill_field, check_prioritised_fields, check_q_network_fields,
-                                        check_replay_fields, sequence_layout_problem)
-from podrl.agents.reward_clip import RewardClipConfig, check_reward_clip
+from podrl.agents.config_base import AdamConfig, AgentConfigBase
+from podrl.agents.config_checks import (EpsilonConfig, PrioritisedConfig, QNetworkConfig, ReplayConfig, check_fill_field, sequence_layout_problem)
+from podrl.agents.reward_clip import RewardClipConfig
 from podrl.core.errors import ConfigError, require_bool, require_choice, require_int, require_number
 
 LOSSES = ("huber", "mse")
@@ -62,20 +60,14 @@ class DQNConfig(AgentConfigBase, RewardClipConfig, EpsilonConfig, QNetworkConfig
     AGENT_MODULE: ClassVar[str] = "podrl.agents.dqn.agent"
 
     def __post_init__(self) -> None:
-        self.check_optimizer_fields()
-        check_replay_fields(self)
+        super().__post_init__()  # the parts' fields: optimizer, replay, priorities, Q network, epsilon, SWEEPABLE
         require_int(self, "n_step", "target_update_period")
         check_fill_field(self, "min_fill")
         require_number(self, "gamma", low=0.0, high=1.0)
         require_number(self, "target_tau", low=0.0, high=1.0, low_open=True)
         require_number(self, "reward_scale", low=0.0, low_open=True)
         require_bool(self, "double_dqn", "prioritised")
-        check_prioritised_fields(self)
         require_choice(self, "loss", LOSSES)
-        check_q_network_fields(self)
-        check_epsilon_fields(self)
-        check_reward_clip(self)
-        check_sweepable(self)
 
     def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
         """ConfigError("buffer_size") unless one rollout's transitions fit the buffer and, when prioritised,

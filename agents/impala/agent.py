@@ -2,9 +2,9 @@
 
 `update` runs on one learner shard inside the layout's `shard_map`; it reduces
 across shards only through `podrl.core.parallel`: `learner_value_and_grad` averages
-gradients once per minibatch, `mean_across_learners` averages metrics once per
-update. A minibatch is a group of whole sequences (a slice of the env axis), so
-V-trace always sees the full `T` steps of each env. Acting, init and the SGD
+gradients once per minibatch; the metrics it returns are this shard's, which the
+layout averages (`podrl.core.parallel.learner_metrics`). A minibatch is a group of whole
+sequences (a slice of the env axis), so V-trace always sees the full `T` steps of each env. Acting, init and the SGD
 step are `podrl.agents.actor_critic`'s.
 """
 

@@ -18,10 +18,10 @@ import math
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from podrl.agents.config_base import (
-    OPTIMIZERS, AgentConfigBase, OptimizerChoiceConfig, check_sequence_minibatches, check_sweepable,
+    OPTIMIZERS, AgentConfigBase, OptimizerChoiceConfig, check_sequence_minibatches,
 )
-from podrl.agents.config_checks import NetworkConfig, check_network_fields
-from podrl.agents.reward_clip import RewardClipConfig, check_reward_clip
+from podrl.agents.config_checks import NetworkConfig
+from podrl.agents.reward_clip import RewardClipConfig
 from podrl.core.errors import require_choice, require_int, require_number
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class ImpalaConfig(AgentConfigBase, RewardClipConfig, NetworkConfig, OptimizerCh
     )
 
     def __post_init__(self) -> None:
-        self.check_optimizer_fields()
+        super().__post_init__()  # the parts' fields: optimizer, network, reward clip, SWEEPABLE
         require_number(self, "gamma", low=0.0, high=1.0)
         require_number(self, "vtrace_lambda", low=0.0, high=1.0)
         for name in ("clip_rho", "clip_c", "clip_pg_rho", "reward_scale"):
@@ -93,9 +93,6 @@ class ImpalaConfig(AgentConfigBase, RewardClipConfig, NetworkConfig, OptimizerCh
         require_number(self, "entropy_coef", low=0.0)
         require_int(self, "num_minibatches")
         require_choice(self, "loss_reduction", LOSS_REDUCTIONS)
-        check_network_fields(self)
-        check_reward_clip(self)
-        check_sweepable(self)
 
     def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
         """Raises ConfigError("num_minibatches") unless it divides the shard's envs (sequences stay whole)."""

@@ -46,7 +46,6 @@ from podrl.agents.optimizers import per_update_optimizer
 from podrl.agents.q_learning import discrete_torso_input
 from podrl.agents.returns import learner_rewards
 from podrl.envs.types import EnvSpec
-from podrl.core.parallel import mean_across_learners
 from podrl.core.types import Agent, TrainState, Trajectory, no_actor_state
 
 Array = jax.Array
@@ -238,7 +237,7 @@ def _items(parts: MuZeroParts, traj: Trajectory):
 def _hand_on(train_state: TrainState, params, traj: Trajectory):
     """The learned params as they are; metric "search_value" (the rollout's mean root value)."""
     del train_state
-    return params, {"search_value": mean_across_learners(jnp.mean(traj.agent_extras["search_value"]))}
+    return params, {"search_value": jnp.mean(traj.agent_extras["search_value"])}
 
 
 def replay_pieces(parts: MuZeroParts) -> ReplayPieces:

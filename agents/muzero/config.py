@@ -11,11 +11,10 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from podrl.agents.config_base import AdamConfig, AgentConfigBase, check_sweepable
+from podrl.agents.config_base import AdamConfig, AgentConfigBase
 from podrl.agents.config_checks import (PrioritisedConfig, QNetworkConfig, ReplayConfig, check_fill_covers_windows,
-                                        check_fill_field, check_prioritised_fields, check_q_network_fields,
-                                        check_replay_fields, sequence_layout_problem)
-from podrl.agents.reward_clip import RewardClipConfig, check_reward_clip
+                                        check_fill_field, sequence_layout_problem)
+from podrl.agents.reward_clip import RewardClipConfig
 from podrl.core.errors import ConfigError, require_bool, require_choice, require_int, require_number
 
 SEARCHES = ("muzero", "gumbel")
@@ -104,15 +103,13 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
     SHAPE_FIELDS: ClassVar[tuple[str, ...]] = ("num_simulations", "unroll_steps", "td_steps", "support_size")
 
     def __post_init__(self) -> None:
-        self.check_optimizer_fields()
-        check_replay_fields(self)
+        super().__post_init__()  # the parts' fields: optimizer, replay, priorities, Q network, reward clip, SWEEPABLE
         check_fill_field(self, "min_fill")
         require_choice(self, "search", SEARCHES)
         require_choice(self, "reanalyse_network", REANALYSE_NETWORKS)
         require_choice(self, "value_bootstrap", VALUE_BOOTSTRAPS)
         require_choice(self, "dynamics", DYNAMICS)
         require_bool(self, "prioritised")
-        check_prioritised_fields(self)
         require_number(self, "reanalyse_fraction", low=0.0, high=1.0)
         require_int(self, "num_simulations", "max_num_considered_actions", "unroll_steps", "td_steps",
                     "support_size", "latent_size", "target_update_period")
@@ -128,9 +125,7 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
         require_number(self, "gamma", low=0.0, high=1.0)
         require_number(self, "value_loss_weight", low=0.0, low_open=True)
         require_number(self, "target_tau", low=0.0, high=1.0, low_open=True)
-        check_q_network_fields(self)
-        check_reward_clip(self)
-        check_sweepable(self)
+
 
     @property
     def window_length(self) -> int:

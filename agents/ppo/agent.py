@@ -2,8 +2,8 @@
 
 `update` runs on one learner shard inside the layout's `shard_map`; it reduces
 across shards only through `podrl.core.parallel`: `learner_value_and_grad` averages
-gradients once per minibatch, `mean_across_learners` averages metrics once per
-update. Acting, init and the SGD step are `podrl.agents.actor_critic`'s.
+gradients once per minibatch; the metrics it returns are this shard's, which the
+layout averages (`podrl.core.parallel.learner_metrics`). Acting, init and the SGD step are `podrl.agents.actor_critic`'s.
 
 With a recurrent core (`config.core`) the batch stays time-major: minibatches are whole
 env columns `[T, B / m]`, and the loss re-unrolls the core over each (`podrl.agents.unroll`);

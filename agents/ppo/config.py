@@ -12,10 +12,10 @@ import math
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from podrl.agents.config_base import (
-    AdamConfig, AgentConfigBase, EpochsConfig, ObsNormConfig, check_sequence_minibatches, check_sweepable,
+    AdamConfig, AgentConfigBase, EpochsConfig, ObsNormConfig, check_sequence_minibatches,
 )
-from podrl.agents.config_checks import NetworkConfig, check_network_fields
-from podrl.agents.reward_clip import RewardClipConfig, check_reward_clip
+from podrl.agents.config_checks import NetworkConfig
+from podrl.agents.reward_clip import RewardClipConfig
 from podrl.core.errors import require_bool, require_number
 
 if TYPE_CHECKING:
@@ -77,8 +77,7 @@ class PPOConfig(AgentConfigBase, ObsNormConfig, RewardClipConfig, NetworkConfig,
     )
 
     def __post_init__(self) -> None:
-        self.check_optimizer_fields()
-        self.check_epoch_fields()
+        super().__post_init__()  # the parts' fields: optimizer, epochs, network, reward clip, obs norm, SWEEPABLE
         require_number(self, "gamma", low=0.0, high=1.0)
         require_number(self, "gae_lambda", low=0.0, high=1.0)
         require_number(self, "clip_eps", low=0.0, low_open=True)
@@ -86,10 +85,6 @@ class PPOConfig(AgentConfigBase, ObsNormConfig, RewardClipConfig, NetworkConfig,
         require_number(self, "entropy_coef", low=0.0)
         require_number(self, "reward_scale", low=0.0, low_open=True)
         require_bool(self, "clip_value_loss", "normalize_advantages")
-        check_network_fields(self)
-        check_reward_clip(self)
-        self.check_obs_norm_fields()
-        check_sweepable(self)
 
     def check_batch(self, rollout_length: int, envs_per_shard: int) -> None:
         """Raises ConfigError("num_minibatches") unless the shard batch splits evenly: into

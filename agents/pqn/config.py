@@ -15,9 +15,9 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from podrl.agents.config_base import AdamConfig, AgentConfigBase, EpochsConfig, check_sweepable
-from podrl.agents.config_checks import EpsilonConfig, QNetworkConfig, check_epsilon_fields, check_q_network_fields
-from podrl.agents.reward_clip import RewardClipConfig, check_reward_clip
+from podrl.agents.config_base import AdamConfig, AgentConfigBase, EpochsConfig
+from podrl.agents.config_checks import EpsilonConfig, QNetworkConfig
+from podrl.agents.reward_clip import RewardClipConfig
 from podrl.core.errors import require_number
 
 
@@ -42,12 +42,7 @@ class PQNConfig(AgentConfigBase, RewardClipConfig, EpsilonConfig, QNetworkConfig
     AGENT_MODULE: ClassVar[str] = "podrl.agents.pqn.agent"
 
     def __post_init__(self) -> None:
-        self.check_optimizer_fields()
-        self.check_epoch_fields()
+        super().__post_init__()  # the parts' fields: optimizer, epochs, Q network, epsilon, reward clip, SWEEPABLE
         require_number(self, "gamma", low=0.0, high=1.0)
         require_number(self, "q_lambda", low=0.0, high=1.0)
         require_number(self, "reward_scale", low=0.0, low_open=True)
-        check_q_network_fields(self)
-        check_epsilon_fields(self)
-        check_reward_clip(self)
-        check_sweepable(self)

@@ -15,11 +15,10 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from podrl.agents.config_base import AdamConfig, AgentConfigBase, check_sweepable
+from podrl.agents.config_base import AdamConfig, AgentConfigBase
 from podrl.agents.config_checks import (PrioritisedConfig, QNetworkConfig, ReplayConfig, check_fill_covers_windows,
-                                        check_fill_field, check_prioritised_fields, check_q_network_fields,
-                                        check_replay_fields, sequence_layout_problem)
-from podrl.agents.reward_clip import RewardClipConfig, check_reward_clip
+                                        check_fill_field, sequence_layout_problem)
+from podrl.agents.reward_clip import RewardClipConfig
 from podrl.core.errors import ConfigError, require_bool, require_choice, require_int, require_number
 
 CORES = ("lstm", "gru")
@@ -88,10 +87,8 @@ class R2D2Config(AgentConfigBase, RewardClipConfig, QNetworkConfig, PrioritisedC
     SHAPE_FIELDS: ClassVar[tuple[str, ...]] = ("burn_in", "sequence_length", "sequence_period", "n_step", "core_size")
 
     def __post_init__(self) -> None:
-        self.check_optimizer_fields()
-        check_replay_fields(self)
+        super().__post_init__()  # the parts' fields: optimizer, replay, priorities, Q network, reward clip, SWEEPABLE
         check_fill_field(self, "min_fill")
-        check_prioritised_fields(self)
         require_choice(self, "core", CORES)
         require_int(self, "core_size", "sequence_length", "sequence_period", "n_step", "target_update_period")
         require_int(self, "burn_in", "head_hidden", minimum=0)
@@ -101,9 +98,6 @@ class R2D2Config(AgentConfigBase, RewardClipConfig, QNetworkConfig, PrioritisedC
         require_number(self, "epsilon", low=0.0, high=1.0)
         require_number(self, "epsilon_alpha", low=0.0)
         require_number(self, "target_tau", low=0.0, high=1.0, low_open=True)
-        check_q_network_fields(self)
-        check_reward_clip(self)
-        check_sweepable(self)
 
     @property
     def window(self) -> int:

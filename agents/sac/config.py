@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from podrl.agents.config_base import AgentConfigBase, check_sweepable
-from podrl.agents.config_checks import ContinuousControlConfig, check_continuous_control_fields
+from podrl.agents.config_base import AgentConfigBase
+from podrl.agents.config_checks import ContinuousControlConfig
 from podrl.core.errors import require_bool, require_number
 
 
@@ -43,10 +43,9 @@ class SACConfig(AgentConfigBase, ContinuousControlConfig):
     AGENT_MODULE: ClassVar[str] = "podrl.agents.sac.agent"
 
     def __post_init__(self) -> None:
-        check_continuous_control_fields(self)
+        super().__post_init__()  # the parts' fields: replay, warm-up, targets, networks, optimizers, SWEEPABLE
         require_bool(self, "learn_temperature")
         require_number(self, "initial_temperature", low=0.0, low_open=True)
         require_number(self, "temperature_learning_rate", low=0.0, low_open=True)
         require_number(self, "log_std_min", low=-20.0)
         require_number(self, "log_std_max", low=self.log_std_min, high=10.0, low_open=True)
-        check_sweepable(self)

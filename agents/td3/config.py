@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from podrl.agents.config_base import AgentConfigBase, check_sweepable
-from podrl.agents.config_checks import ContinuousControlConfig, check_continuous_control_fields
+from podrl.agents.config_base import AgentConfigBase
+from podrl.agents.config_checks import ContinuousControlConfig
 from podrl.core.errors import require_int, require_number
 
 
@@ -43,9 +43,8 @@ class TD3Config(AgentConfigBase, ContinuousControlConfig):
     AGENT_MODULE: ClassVar[str] = "podrl.agents.td3.agent"
 
     def __post_init__(self) -> None:
-        check_continuous_control_fields(self)
+        super().__post_init__()  # the parts' fields: replay, warm-up, targets, networks, optimizers, SWEEPABLE
         require_number(self, "exploration_noise", low=0.0)
         require_number(self, "policy_noise", low=0.0)
         require_number(self, "noise_clip", low=0.0)
         require_int(self, "policy_delay")
-        check_sweepable(self)

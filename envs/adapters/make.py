@@ -27,21 +27,17 @@ from podrl.envs.adapters.dm_env import DmEnvVectorEnv
 from podrl.envs.adapters.gymnasium import GymnasiumVectorEnv
 from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.envs.host import HostVectorEnv
-from podrl.envs.registry import UnknownEnvError, check_name, import_user_module, make
+from podrl.envs.registry import ImportPathError, UnknownEnvError, check_name, import_path, import_user_module, make
 
 FORMS = schemes.expected("sebulba")
 """The names `make_host_env` takes, as its errors list them."""
 
 
 def _import_attr(name: str, path: str) -> Any:
-    module_name, _, attr = path.partition(":")
     try:
-        module = import_user_module(module_name)
-    except ImportError as e:
-        raise UnknownEnvError(f"env {name!r}: cannot import module {module_name!r} ({e}); expected {FORMS}") from e
-    if not hasattr(module, attr):
-        raise UnknownEnvError(f"env {name!r}: module {module_name!r} has no attribute {attr!r}; expected {FORMS}")
-    return getattr(module, attr)
+        return import_path(path)
+    except ImportPathError as e:
+        raise UnknownEnvError(f"env {name!r}: {e}; expected {FORMS}") from e.__cause__
 
 
 def _call_with(factory: Callable, **kwargs: Any) -> Any:

@@ -6,7 +6,8 @@ are split over the R rows, S/R per row, and each member's envs over the D device
 its row. On every device and for each of its row's members (vmap; a lone member runs
 unbatched, so the rollout's reset cond stays a cond), an update is: a `lax.scan`
 rollout over the shard's envs, then `Agent.update`, whose gradients are
-averaged over the row's D shards (`DATA_AXIS`), never across members or rows. Params
+averaged over the row's D shards (`DATA_AXIS`), never across members or rows, as are the
+metrics it returns (`podrl.core.parallel.learner_metrics`). Params
 are replicated along a row; env states and PRNG keys are split over its devices.
 Metrics are reduced on device inside the scan carry, so nothing of shape `[updates, ...]`
 is stacked (that froze vmapped runs on jax 0.10.2 CPU), then gathered over the rows.
@@ -43,7 +44,8 @@ from podrl.anakin.config import AnakinConfig
 from podrl.run.evaluation import evaluate_greedy
 from podrl.core.finite import InputCounts, add_counts, count_nonfinite
 from podrl.core.learner_state import shard_global, shard_local, train_state_spec
-from podrl.core.parallel import DATA_AXIS, POPULATION_AXIS, mean_across_learners, sum_across_learners, vary_like
+from podrl.core.parallel import (DATA_AXIS, POPULATION_AXIS, learner_metrics, mean_across_learners,
+                                 sum_across_learners, vary_like)
 from podrl.core.keys import base_key, env_keys, eval_keys, per_seed_keys, seed_keys, update_keys
 from podrl.anakin.rollout import ActingState, EpisodeTotals, reset_batch, rollout
 from podrl.core.types import Agent, Array, EnvColumns, Metrics, TrainState, env_columns
@@ -124,6 +126,9 @@ class AnakinCompiled:
         self.envs_per_shard = config.num_envs // self.num_shards
         self.eval_per_shard = -(-config.eval_episodes // self.num_shards)
         self.trace_count = 0  # times the train call was traced (1 in a healthy run)
+        # An env may opt out of shard_map's varying-value check (podrl.envs.gymnax: suite loops whose
+        # carries start from constants); every reduction here is an explicit pmean/psum either way.
+        self.check_vma = bool(getattr(env, "shard_map_check_vma", True))
         self._init_mapped = self._shard_jit(self._init_shard, in_specs=(P(), P()), out_specs=STATE_SPECS)
         self._call = self._shard_jit(
             self._call_shard, in_specs=(STATE_SPECS, P(), P()), out_specs=(STATE_SPECS, P()), donate=True
@@ -133,10 +138,7 @@ class AnakinCompiled:
         self._exploit = None
 
     def _shard_jit(self, fn: Callable, in_specs, out_specs, donate: bool = False):
-        # An env may opt out of shard_map's varying-value check (podrl.envs.gymnax: suite loops whose
-        # carries start from constants); every reduction here is an explicit pmean/psum either way.
-        check_vma = bool(getattr(self.env, "shard_map_check_vma", True))
-        mapped = jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs, check_vma=check_vma)
+        mapped = jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs, check_vma=self.check_vma)
         return jax.jit(mapped, donate_argnums=(0,) if donate else ())
 
     # ---- per-shard programs (inside shard_map; leading axis = seeds) ----
@@ -183,6 +185,7 @@ class AnakinCompiled:
             self.config.rollout_length, self._columns(),
         )
         train_state, metrics = self.agent.update(state.train_state, trajectory, update_key)
+        metrics = learner_metrics(metrics, self.check_vma)  # the layout averages what the agent's shard reports
         counts = count_nonfinite(trajectory.reward, trajectory.observation, index, reduce=sum_across_learners)
         return AnakinState(train_state, acting, state.key), metrics, sum_across_learners(totals), counts
 

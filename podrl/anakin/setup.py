@@ -29,6 +29,7 @@ from podrl.core.learner_state import check_shard_state_fits
 from podrl.core.population import member_values, sweepable
 from podrl.core.types import AgentConfig
 from podrl.envs.types import JaxEnv
+from podrl.testing.shards import check_before_run
 
 
 class AnakinSetup(NamedTuple):
@@ -53,6 +54,8 @@ def build(config: AnakinConfig, agent_config: AgentConfig, env: JaxEnv | None = 
     agent = agent_config.make_agent(spec, config.num_updates)
     copies = config.members // config.population_shards  # members per device row
     check_shard_state_fits(agent, spec, agent_config, devices, copies=copies)  # before any allocation
+    check_before_run(agent_config, agent, spec, config.rollout_length, len(devices) // config.population_shards,
+                     config.skip_agent_check, devices)  # a user's agent on several learner shards
     hyperparams = member_values(config.sweep_axes, config.members, config.seed)
     compiled = AnakinCompiled(agent, env, config, population_mesh(devices, config.population_shards), spec,
                               hyperparams)

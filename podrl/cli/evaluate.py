@@ -19,7 +19,9 @@ greedy episodes:
 way the checkpoint's layout does (Anakin: `podrl.envs.make`; Sebulba: `make_host_env`),
 then the other way; `jax` / `host` force one. Anakin params hold one set per seed
 (`[S, ...]`); `--seed-index` picks one. A missing or unreadable checkpoint exits
-with status 2 and a message naming the path.
+with status 2 and a message naming the path (`--debug` or `PODRL_DEBUG=1` adds the traceback). A run
+of your own agent is rebuilt from the class and module its folder names: run it from the folder
+that holds that module (or with it on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -27,11 +29,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import traceback
 from typing import Annotated, Any, Literal
 
 import tyro
 
+from podrl.cli.flags import DEBUG_HELP
 from podrl.cli.policy import PolicyError, evaluate_checkpoint
+from podrl.cli.train import debug_requested
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,12 +81,16 @@ def _quiet_orbax() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = tyro.cli(EvaluateArgs, args=argv)
+    debug, argv = debug_requested(sys.argv[1:] if argv is None else argv)
+    args = tyro.cli(EvaluateArgs, args=argv, description=f"Evaluate the greedy policy of a checkpoint.\n\n{DEBUG_HELP}")
     _quiet_orbax()
     try:
         summary = evaluate(args)
     except PolicyError as e:
-        print(f"error: {e}", file=sys.stderr)
+        if debug:
+            traceback.print_exception(e)
+        print(f"error: {e}" + ("" if debug else "\n(add --debug or set PODRL_DEBUG=1 for the traceback)"),
+              file=sys.stderr)
         return 2
     if "video" in summary:
         print(summary["video"], file=sys.stderr)

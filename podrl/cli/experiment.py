@@ -126,16 +126,14 @@ def preset_experiment(layout: str, name: str) -> Experiment:
 
 
 def saved_agent(saved: Mapping[str, Any], where: str) -> tuple[AgentConfig, list[str]]:
-    """`(agent config, ignored)`: the agent of a checkpoint's saved config, rebuilt through the agent
-    registry (for a resume and for `podrl.cli.policy` alike), and the saved fields this version does
-    not know, left out (a resume's check then names them). ConfigError("resume") naming `where` for
-    an agent type no registered agent has; an invalid saved value is that field's ConfigError."""
-    from podrl.agents import UnknownAgentError, config_from_saved
+    """`(agent config, ignored)`: the agent of a checkpoint's saved config, rebuilt from the class and
+    module it names (`podrl.agents.config_from_saved`: a user's own agent as podrl's; for a resume and
+    for `podrl.cli.policy` alike), and the saved fields this version of podrl's own agent does not know,
+    left out (a resume's check then names them). ConfigError("agent") naming `where` for an agent
+    this process cannot rebuild; an invalid saved value is that field's ConfigError."""
+    from podrl.agents import config_from_saved
 
-    try:
-        return config_from_saved(saved.get("agent_type"), saved["agent"])
-    except UnknownAgentError as e:
-        raise ConfigError("resume", f"{where}: {e}") from None
+    return config_from_saved(saved.get("agent_type"), saved["agent"], saved.get("agent_module"), repr(where))
 
 
 def saved_experiment(saved: Mapping[str, Any], where: str, layout: str | None = None) -> Experiment:
@@ -172,10 +170,10 @@ def resume_experiment(layout: str, path: str) -> Experiment:
 
 
 def agent_name(agent: AgentConfig) -> str:
-    """The registry name (`agent:<name>`) of `agent`'s config class."""
-    from podrl.agents import AGENTS
+    """`agent`'s name on the command line (`agent:<name>`): a registered name, or its `module:Class`."""
+    from podrl.agents import agent_name as registered_name
 
-    return next(n for n, entry in AGENTS.items() if isinstance(agent, entry.config))
+    return registered_name(agent)
 
 
 def resolve(layout: str, argv: Sequence[str], before_resume: Any = None) -> Experiment:

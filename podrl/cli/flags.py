@@ -8,8 +8,11 @@ one-line docstrings, so no flag is declared twice and the flag names are the fie
 names. Which box a field is in and a layout's own wording of its help are declared with
 the field (`podrl.run.options.option`).
 
-`flags_type(layout)` is what tyro parses; `to_flags` / `from_flags` convert between
-its instances and a `podrl.cli.experiment.Experiment`.
+`flags_type(layout, own)` is what tyro parses; `to_flags` / `from_flags` convert between
+its instances and a `podrl.cli.experiment.Experiment`. Its agents are tyro subcommands: podrl's own and
+the installed ones (`podrl.agents.registered_agents`), and the user's own config classes `own` that the
+command line names (`agent:<module>:<Class>`) or that a resumed checkpoint holds (`own_agents`, which
+imports them before tyro builds its parser): each class's fields are its `--agent.<field>` flags.
 """
 
 from __future__ import annotations
@@ -93,9 +96,10 @@ def _group(name: str, source: type, fields: tuple[str, ...], layout: str) -> typ
 
 
 @functools.cache
-def flags_type(layout: str) -> type:
-    """The dataclass tyro parses for `layout`'s training command (see the module doc)."""
-    from podrl.agents import AGENTS
+def flags_type(layout: str, own: tuple[type, ...] = ()) -> type:
+    """The dataclass tyro parses for `layout`'s training command, with subcommands for the user's `own`
+    agent config classes too (see the module doc)."""
+    from podrl.agents import AGENTS, agent_path, registered_agents, summary
 
     config_type = layout_config(layout)
     spec: list[tuple[str, Any, Any]] = []
@@ -108,8 +112,9 @@ def flags_type(layout: str) -> type:
         spec.append((group, kind, dataclasses.field(default=kind())))
     hosts = _group("hosts", DistributedConfig, tuple(f.name for f in dataclasses.fields(DistributedConfig)), layout)
     spec.append(("hosts", Annotated[hosts, tyro.conf.OmitArgPrefixes], dataclasses.field(default=hosts())))
-    agents = Union[tuple(Annotated[e.config, tyro.conf.subcommand(n, description=e.description)]  # type: ignore
-                         for n, e in AGENTS.items())]
+    entries = [(n, e.config, e.description) for n, e in registered_agents().items()]
+    entries += [(agent_path(cls), cls, summary(cls)) for cls in own]
+    agents = Union[tuple(Annotated[c, tyro.conf.subcommand(n, description=d)] for n, c, d in entries)]  # type: ignore
     names = tuple(p.name for p in presets.PRESETS.values() if p.layout == layout)
     spec += [
         ("agent", Annotated[agents, tyro.conf.arg(help="The agent and its hyperparameters.")],
@@ -123,9 +128,9 @@ def flags_type(layout: str) -> type:
     return dataclasses.make_dataclass(f"Train{layout.capitalize()}Flags", spec, frozen=True)
 
 
-def to_flags(experiment: Any) -> Any:
+def to_flags(experiment: Any, own: tuple[type, ...] = ()) -> Any:
     """The flags instance whose values are `experiment`'s (the defaults tyro shows and starts from)."""
-    flags, nested = flags_type(experiment.run.layout), nested_configs(type(experiment.run))
+    flags, nested = flags_type(experiment.run.layout, own), nested_configs(type(experiment.run))
     values: dict[str, Any] = {}
     for box in dataclasses.fields(flags):
         kind = typing.get_type_hints(flags)[box.name]
@@ -190,17 +195,57 @@ def order_argv(argv: Sequence[str], agent: str) -> list[str]:
     return run + [chosen or f"agent:{agent}"] + agent_args
 
 
+def own_agents(argv: Sequence[str], default_agent: Any) -> tuple[list[str], tuple[type, ...]]:
+    """`(argv, classes)`: the user's own agent config classes the command names (`agent:<module>:<Class>`,
+    imported now, from the current folder as `--env module:Class` is) or `default_agent` is (a resumed
+    checkpoint's), for `flags_type`; `argv` with a path to a registered class replaced by its name.
+    UnknownAgentError for an `agent:<name>` no agent has, or a path that names no agent config."""
+    from podrl.agents import agent_name, registered_agents
+
+    registered = registered_agents()
+    classes = {entry.config for entry in registered.values()}
+    own = [] if type(default_agent) in classes else [type(default_agent)]
+    out = []
+    for arg in argv:
+        cls = _named_class(arg, registered)
+        if cls is not None:
+            own += [] if cls in classes or cls in own else [cls]
+            arg = f"agent:{agent_name(cls())}" if cls in classes else arg
+        out.append(arg)
+    return out, tuple(own)
+
+
+def _named_class(arg: str, registered: dict[str, Any]) -> type | None:
+    """The config class `arg` names when it is `agent:<module>:<Class>` (imported now); None for any other word,
+    a registered agent's `agent:<name>` included. UnknownAgentError for an `agent:<name>` no agent has."""
+    from podrl.agents import UnknownAgentError, import_agent
+
+    name = arg.removeprefix("agent:")
+    if name == arg or name in registered or name.replace("-", "_") in registered:
+        return None
+    name = name.replace("-", "_")  # tyro's --help writes a module's underscores as hyphens
+    if ":" not in name:
+        raise UnknownAgentError(f"{arg!r}: no agent is named {name!r} (podrl's and installed ones: "
+                                f"{', '.join(registered)}); your own: agent:<module>:<Class>")
+    return import_agent(name)
+
+
 def parse_flags(layout: str, argv: Sequence[str], defaults: Any) -> Any:
     """The `Experiment` of `argv` with `defaults` (an `Experiment`) under the flags given."""
-    description = f"{DESCRIPTIONS[layout]}\n\n{presets.help_text(layout)}\n\n{DEBUG_HELP}"
-    flags = tyro.cli(flags_type(layout), args=order_argv(argv, agent_name(defaults.agent)),
-                     default=to_flags(defaults), description=description)
+    description = f"{DESCRIPTIONS[layout]}\n\n{presets.help_text(layout)}\n\n{OWN_AGENT_HELP}\n\n{DEBUG_HELP}"
+    argv, own = own_agents(argv, defaults.agent)
+    flags = tyro.cli(flags_type(layout, own), args=order_argv(argv, agent_name(defaults.agent)),
+                     default=to_flags(defaults, own), description=description)
     return from_flags(layout, flags)
 
 
 DESCRIPTIONS = {"anakin": "Train an agent with the Anakin layout on a JAX environment.",
                 "sebulba": "Train an agent with the Sebulba layout on host environments."}
 """The first line of each training command's --help."""
+
+OWN_AGENT_HELP = ("Your own agent: agent:<module>:<Class> names its config class (imported from the current "
+                  "folder, as --env module:Class is), whose fields become --agent.<field> flags; installed packages "
+                  "publish agents through the 'podrl.agents' entry-point group (docs/own-agent.md).")
 
 DEBUG_HELP = ("Errors you can fix (a flag, a config value, your env, a missing extra) print one message and "
               "exit with status 2; add --debug (or set PODRL_DEBUG=1) to see the full traceback too.")

@@ -39,9 +39,18 @@ from jax.sharding import Mesh, PartitionSpec as P
 
 from podrl.core.errors import ConfigError
 from podrl.core.parallel import DATA_AXIS, POPULATION_AXIS
-from podrl.core.types import Agent, TrainState
+from podrl.core.types import Agent, TrainState, Trajectory
 
 GIB = float(1 << 30)
+
+TIME_MAJOR = P(None, DATA_AXIS)
+
+TRAJECTORY_SPEC = Trajectory(
+    observation=TIME_MAJOR, action=TIME_MAJOR, reward=TIME_MAJOR, discount=TIME_MAJOR, truncated=TIME_MAJOR,
+    next_observation=TIME_MAJOR, agent_extras=TIME_MAJOR, actor_state=P(DATA_AXIS),
+)
+"""Where each field of a `[T, B]` trajectory lives on the learner mesh: split along the batch axis (a
+prefix spec: one entry per field, pytrees included). Sebulba's learner and `podrl.testing` use it."""
 
 
 def train_state_spec(seed_axis: bool = False) -> TrainState:

@@ -3,7 +3,9 @@
 Every layout runs `Agent.update` inside `jax.shard_map` over a mesh axis named
 `DATA_AXIS` (across all learner devices of all hosts). Agents take gradients
 with `learner_value_and_grad`, the one helper that averages them with
-`lax.pmean`: the Podracer "replicated learner cores" pattern.
+`lax.pmean`: the Podracer "replicated learner cores" pattern. The metrics an
+update returns are the layout's to average (`learner_metrics`, called by both
+layouts after `Agent.update`): an agent may return each shard's own scalars.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 from jax import lax
 from jax.flatten_util import ravel_pytree
 from jax.sharding import PartitionSpec as P
@@ -34,6 +37,31 @@ def mean_across_learners(tree: Any) -> Any:
     """
     flat, unravel = ravel_pytree(tree)
     return unravel(lax.pmean(flat, axis_name=DATA_AXIS))
+
+
+def learner_metrics(metrics: Any, checked: bool = True) -> Any:
+    """`metrics` (an update's `{name: []}`) averaged over the learner shards, as the layouts report them.
+
+    With shard_map's varying-value check on (`checked`), a leaf typed as varying over `DATA_AXIS`
+    (a shard's own loss, computed from its batch) is averaged, all of them in one `pmean`
+    (`mean_across_learners`), and a leaf typed invariant (the same on every shard: a learning rate,
+    an epsilon, a metric the agent averaged itself) is left as it is, bit for bit. Without the check
+    nothing is typed, so a leaf equal on every shard is kept and any other averaged. Inside the layout's
+    shard_map; with one shard it is the identity.
+    """
+    leaves, tree = jax.tree.flatten(metrics)
+    if checked:
+        varying = [i for i, x in enumerate(leaves) if DATA_AXIS in varying_axes(x)]
+        means = mean_across_learners([leaves[i] for i in varying]) if varying else []
+        for i, mean in zip(varying, means):
+            leaves[i] = mean
+        return jax.tree.unflatten(tree, leaves)
+    if not leaves:
+        return metrics
+    flat, unravel = ravel_pytree(leaves)
+    extremes = lax.pmax(jnp.concatenate([flat, -flat]), axis_name=DATA_AXIS)
+    same = extremes[:flat.size] == -extremes[flat.size:]
+    return jax.tree.unflatten(tree, unravel(jnp.where(same, flat, lax.pmean(flat, axis_name=DATA_AXIS))))
 
 
 def sum_across_learners(tree: Any) -> Any:

@@ -134,7 +134,10 @@ class Agent(NamedTuple):
         -> (action [B, *act], actor_state): the evaluation policy.
     update(train_state, trajectory [T, B], key) -> (train_state, metrics {name: []}).
         Runs inside the layout's data-parallel program on the local shard of the
-        batch; it takes gradients with `podrl.core.parallel.learner_value_and_grad`.
+        batch; it takes gradients with `podrl.core.parallel.learner_value_and_grad`
+        (a plain `jax.value_and_grad` there sums them over the shards; `podrl.testing`
+        checks it). Its metrics are this shard's numbers: the layout averages them over
+        the learner shards (`podrl.core.parallel.learner_metrics`).
         `train_state.shard_state` is this shard's own (e.g. its replay buffer).
     reshard_state(shard_states [D, ...], count) -> (shard_states [count, ...], counts {name: int}):
         the `shard_state`s of D learner shards, as host arrays, moved onto `count` shards (a

@@ -29,7 +29,7 @@ class LoggingConfig:
     run_dir: str | None = "runs"
     """Parent folder of the run directory (config.json, metrics.jsonl, TensorBoard); None writes no files."""
     run_name: str | None = None
-    """Name of this run's folder under run_dir; default: '<env>__<agent>__seed<seed>__<time>'."""
+    """Name of this run's folder under run_dir; default: '<env>__<layout>__seed<seed>__<time>' (e.g. CartPole-v1__anakin__seed0__20250101-120000)."""
     tensorboard: bool = True
     """Also write TensorBoard event files (needs tensorboardX, the 'tensorboard' extra)."""
     console: bool = option(True, help={"anakin": "Print a progress line after each compiled call (--updates-per-call "
@@ -113,6 +113,8 @@ class RunConfig:
     """Stop the run at the first evaluation whose greedy return reaches this (every seed's and member's), with its final checkpoint; needs eval_every > 0 and no eval_async. None = run to total_steps."""
     compile_cache: str = option("auto", on_resume=MAY_CHANGE)
     """Persistent compilation cache (training scripts): 'auto' (JAX_COMPILATION_CACHE_DIR, else ~/.cache/podrl/jax), 'none', or a folder."""
+    skip_agent_check: bool = option(False, on_resume=MAY_CHANGE)
+    """Skip the check run before training an agent that is not podrl's own on more than one learner shard: one update on 2 shards holding the same batch must end where 1 shard does (gradients through learner_value_and_grad, not summed; podrl.testing.check_agent). It holds 4 copies of the train state: skip it for a replay that fills a device."""
     logging: LoggingConfig = option(default_factory=LoggingConfig, on_resume=MAY_CHANGE)
     """Logging settings."""
     checkpoint: CheckpointConfig = option(default_factory=CheckpointConfig, on_resume=MAY_CHANGE)
@@ -121,7 +123,7 @@ class RunConfig:
     def __post_init__(self):
         require_int(self, "total_steps", "eval_max_steps")
         require_int(self, "seed", "eval_every", "eval_episodes", minimum=0)
-        require_bool(self, "eval_async")
+        require_bool(self, "eval_async", "skip_agent_check")
         self._check_stop_at_return()
         if not isinstance(self.env, str) or not self.env:
             raise ConfigError("env", f"must be a non-empty env name, got {self.env!r}")

@@ -1,7 +1,7 @@
 """Configs to JSON and back: the resolved config saved with every run and checkpoint.
 
 `resolved_config` is the document written to `config.json` and into every
-checkpoint (and compared on resume); `config_from_json` rebuilds a frozen config
+checkpoint (and compared on resume; it names the agent's class and module); `config_from_json` rebuilds a frozen config
 dataclass from its `run` or `agent` part, so a resume can start from the
 checkpoint's own settings.
 """
@@ -38,8 +38,13 @@ def jsonable(value: Any) -> Any:
 
 
 def resolved_config(layout: str, run: Any, agent: Any) -> dict[str, Any]:
-    """The JSON document saved with every checkpoint and compared on resume."""
-    return {"layout": layout, "run": jsonable(run), "agent_type": type(agent).__name__, "agent": jsonable(agent)}
+    """The JSON document saved with every checkpoint and compared on resume. The agent is named by its
+    config class and that class's module (`agent_type`, `agent_module`: `podrl.agents.saved_agent_class`
+    imports it back), so a run folder rebuilds a user's own agent too; a folder from before
+    `agent_module` was recorded names one of podrl's own agents."""
+    cls = type(agent)
+    return {"layout": layout, "run": jsonable(run), "agent_type": cls.__qualname__, "agent_module": cls.__module__,
+            "agent": jsonable(agent)}
 
 
 def config_from_json(cls: type, data: dict[str, Any], where: str = "") -> Any:

@@ -38,7 +38,7 @@ import numpy as np
 from podrl.run.checkpoint_folder import complete_steps
 from podrl.run.checkpoint import ResumePoint, RunCheckpoints, find_resume_point, saved_topology
 from podrl.run.config import RunConfig
-from podrl.run.config_json import resolved_config
+from podrl.run.config_json import jsonable, resolved_config
 from podrl.core.errors import ConfigError
 from podrl.core.keys import eval_seed
 from podrl.run.logging import RunLogger
@@ -64,7 +64,7 @@ class RunContext:
         resolved = resolved_config(layout, config, agent_config)
         resume = None
         if config.checkpoint.resume is not None:  # fields newer than the checkpoint count as their defaults
-            defaults = resolved_config(layout, type(config)(), type(agent_config)())
+            defaults = resolved_config(layout, type(config)(), _with_defaults(agent_config))
             resume = find_resume_point(config.checkpoint, resolved, defaults, may_change_on_resume(type(config)))
         self.start = resume.update if resume is not None else 0
         saved_steps = saved_topology(resume.config).get("env_steps") if resume is not None else None
@@ -76,7 +76,7 @@ class RunContext:
         self.limit = min(config.num_updates, self.start + stop_after) if stop_after else config.num_updates
         self.logger = RunLogger(
             config.logging, default_name=f"{config.env.replace(':', '.')}__{layout}__seed{config.seed}",
-            config=full_config if full_config is not None else resolved, tag=layout,
+            config=resolved if full_config is None else {**resolved, **jsonable(full_config)}, tag=layout,
             run_dir=continued_run_dir(resume), resume_step=self.logged_steps(self.start) if resume else None)
         try:
             self.checkpoints = RunCheckpoints(config.checkpoint, self.logger.run_dir, resolved, resume)
@@ -177,6 +177,15 @@ class RunContext:
         except Exception as failed:  # noqa: BLE001 - the run's own error is the one to raise
             error.add_note(f"the save in flight failed too: {failed!r}")
         error.add_note(self.checkpoints.describe_last())
+
+
+def _with_defaults(agent_config: AgentConfig) -> AgentConfig:
+    """`agent_config`'s class built with its defaults (what a field newer than a checkpoint counts as), or
+    `agent_config` itself when the class has a field without a default (a user's own may)."""
+    try:
+        return type(agent_config)()
+    except TypeError:
+        return agent_config
 
 
 def _check_folder_not_taken(directory: str | None, resume: ResumePoint | None) -> None:

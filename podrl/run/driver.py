@@ -101,6 +101,30 @@ class Program(Protocol):
         calls it once, after the run or whatever failure, the driver never does."""
 
 
+class PerSeed(np.ndarray):
+    """A `[S]` numpy array of one value per seed or population member (an Anakin result's history values
+    and `final_eval_return`) that formats as numbers: `f"{x:.1f}"` is `"500.0"` for one seed and
+    `"[500.0, 487.2]"` for several. Everything else is numpy's (`x[0]`, `x.mean()`, comparisons)."""
+
+    def __format__(self, spec: str) -> str:
+        if not spec:
+            return super().__format__(spec)
+        text = [format(v.item(), spec) for v in self.ravel()]
+        return text[0] if len(text) == 1 else "[" + ", ".join(text) + "]"
+
+
+def per_seed(value: Any) -> Any:
+    """`value` as a `PerSeed` when it is a 1-D numeric numpy array, else itself."""
+    if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "biuf":
+        return value.view(PerSeed)
+    return value
+
+
+def _history(step: int, record: dict[str, Any]) -> dict[str, Any]:
+    """A history record: `record` at env step `step`, per-seed arrays as `PerSeed`s."""
+    return {"step": step, **{key: per_seed(value) for key, value in record.items()}}
+
+
 class Driven(NamedTuple):
     """What a driven run returns (the layouts wrap it in their result types)."""
 
@@ -153,7 +177,7 @@ def drive(program: Program, run: RunContext) -> Driven:
     sps = program.env_steps_of(loop.done - run.start) / max(loop.train_seconds, 1e-9)
     stopped_by = run.finish(loop.done, loop.state, program.params(loop.state), sps, loop.eval_return,
                             reached_target=loop.reached)
-    return Driven(loop.state, loop.history, loop.eval_return, compile_seconds, sps, stopped_by, loop.done)
+    return Driven(loop.state, loop.history, per_seed(loop.eval_return), compile_seconds, sps, stopped_by, loop.done)
 
 
 def _after_failure(program: Program, run: RunContext, loop: _Loop, error: BaseException) -> None:
@@ -214,7 +238,7 @@ def _record(program: Program, run: RunContext, loop: _Loop, record: dict[str, An
     loop.state = program.after_record(loop.state, record, update)
     step = run.logged_steps(update)
     run.logger.log(step, record)
-    loop.history.append({"step": step, **record})
+    loop.history.append(_history(step, record))
     run.logger.progress(step, run.logged_steps(config.num_updates), record["sps"], program.progress(record))
 
 
@@ -250,5 +274,5 @@ def _log_eval(run: RunContext, loop: _Loop, done: tuple[int, Any] | None) -> Non
     record = {"updates": update, "eval_return": loop.eval_return}
     step = run.logged_steps(update)
     run.logger.log(step, record)
-    loop.history.append({"step": step, **record})
+    loop.history.append(_history(step, record))
     run.logger.info(f"evaluation after update {update}: greedy return {format_return(loop.eval_return)}")

@@ -3,7 +3,8 @@
 It calls the very same `Agent.update` as Anakin. The rollouts of all actor
 threads arrive already split along the batch axis over the learner devices; each
 shard concatenates its local pieces (no cross-device traffic) and updates on
-them, gradients averaged by the agent through `podrl.core.parallel`. The train state
+them, gradients averaged by the agent through `podrl.core.parallel`, the metrics it returns
+by the learner step (`podrl.core.parallel.learner_metrics`, as in Anakin). The train state
 lies on the mesh as `podrl.core.learner_state` says (the per-shard `shard_state`
 sharded over the learners, the rest replicated).
 """
@@ -18,7 +19,7 @@ from jax.sharding import Mesh, PartitionSpec as P
 
 from podrl.core.learner_state import shard_global, shard_local, train_state_spec
 from podrl.core.finite import count_nonfinite
-from podrl.core.parallel import DATA_AXIS, sum_across_learners
+from podrl.core.parallel import DATA_AXIS, learner_metrics, sum_across_learners
 from podrl.core.keys import update_keys
 from podrl.sebulba.transport import TRAJECTORY_SPEC
 from podrl.core.types import Agent, TrainState, Trajectory
@@ -70,6 +71,7 @@ def make_learner_step(agent: Agent, mesh: Mesh, num_pieces: int) -> LearnerStep:
         _, update_key = update_keys(shard_keys[0], index)
         train_state = shard_local(rest._replace(shard_state=shard_state))
         train_state, metrics = agent.update(train_state, concat_batches(list(pieces)), update_key)
+        metrics = learner_metrics(metrics)  # the layout averages what the agent's shard reports
         train_state = shard_global(train_state)
         counts = [count_nonfinite(p.reward, p.observation, index, reduce=sum_across_learners) for p in pieces]
         inputs = jax.tree.map(lambda *xs: jnp.stack(xs), *counts)

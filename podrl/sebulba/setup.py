@@ -34,6 +34,7 @@ from podrl.core.types import Agent, AgentConfig
 from podrl.envs.host import HostVectorEnv
 from podrl.envs.types import EnvSpec
 from podrl.sebulba.config import SebulbaConfig, check_actor_cpus
+from podrl.testing.shards import check_before_run
 
 EnvFactory = Callable[[int, int], HostVectorEnv]
 """`(thread_index, num_envs) -> HostVectorEnv`, replacing `config.env` (thread -1: the evaluation batch); called
@@ -68,6 +69,8 @@ def build(config: SebulbaConfig, agent_config: AgentConfig, env_factory: EnvFact
         spec = EnvSpec(envs[0].observation_spec(), envs[0].action_spec())
         agent = agent_config.make_agent(spec, config.num_updates)
         check_shard_state_fits(agent, spec, agent_config, list(mesh.devices.flat))
+        check_before_run(agent_config, agent, spec, config.rollout_length, mesh.size, config.skip_agent_check,
+                         list(mesh.devices.flat))  # a user's agent on several learner shards
     except BaseException:
         for env in envs:
             env.close()

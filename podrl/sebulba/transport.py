@@ -33,18 +33,10 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
 
-from podrl.core.parallel import DATA_AXIS
+from podrl.core.learner_state import TRAJECTORY_SPEC
 from podrl.core.types import Trajectory
-
-TIME_MAJOR = P(None, DATA_AXIS)
-
-TRAJECTORY_SPEC = Trajectory(
-    observation=TIME_MAJOR, action=TIME_MAJOR, reward=TIME_MAJOR, discount=TIME_MAJOR, truncated=TIME_MAJOR,
-    next_observation=TIME_MAJOR, agent_extras=TIME_MAJOR, actor_state=P(DATA_AXIS),
-)
-"""Where each field lives on the learner mesh (a prefix spec: one entry per field, pytrees included)."""
 
 FIELD_DTYPES = {"reward": np.float32, "discount": np.float32, "truncated": np.bool_}
 """Fields cast on stacking, whatever the env returned (float64 rewards, 0/1 truncation flags)."""

@@ -1,5 +1,6 @@
 """The config pieces the agents share (`podrl.agents.config_base`) and the swept-hyperparameter input."""
 
+import dataclasses
 import math
 
 import jax.numpy as jnp
@@ -97,8 +98,9 @@ def test_replay_agents_share_the_replay_fields_and_checks_with_their_own_default
     fill = {DQNConfig: "min_fill", SACConfig: "warmup_steps", TD3Config: "warmup_steps"}
     for config_type, fill_field in fill.items():
         assert issubclass(config_type, ReplayConfig) and issubclass(config_type, AdamEpsConfig)
-        # DQN extends the shared check (super(), then --agent.prioritised's row layout: test_dqn's refusals)
-        assert config_type.check_batch is ReplayConfig.check_batch or config_type is DQNConfig
+        # DQN extends the shared check (super(), then --agent.prioritised's row layout: test_dqn's refusals);
+        # SAC and TD3 declare none: AgentConfigBase's hands the batch on to ReplayConfig's
+        assert "check_batch" not in vars(config_type) or config_type is DQNConfig
         assert config_type.memory_field == "buffer_size"
         assert config_type.sgd_steps is ReplayConfig.sgd_steps and config_type(replay_ratio=0.5).sgd_steps(4, 3) == 6
         cases = (("buffer_size", 0), ("batch_size", 1.5), ("replay_ratio", 0.0), ("adam_eps", 0.0), (fill_field, -1))
@@ -108,3 +110,59 @@ def test_replay_agents_share_the_replay_fields_and_checks_with_their_own_default
             assert info.value.field == field
         with pytest.raises(ConfigError, match="buffer_size"):
             config_type(buffer_size=100, **{fill_field: 0}).check_batch(rollout_length=11, envs_per_shard=10)
+
+
+def config_parts() -> list[type]:
+    """Every shared config part (the `CheckedConfig` subclasses of podrl.agents' shared modules), from the code."""
+    from podrl.agents import config_base, config_checks, reward_clip
+    from podrl.agents.config_base import AgentConfigBase, CheckedConfig
+
+    found = {v for m in (config_base, config_checks, reward_clip) for v in vars(m).values()
+             if isinstance(v, type) and issubclass(v, CheckedConfig) and v.__module__ == m.__name__}
+    return sorted(found - {CheckedConfig, AgentConfigBase}, key=lambda c: c.__name__)
+
+
+def bad_value(annotation: str):
+    """A value of the wrong kind for a field annotated `annotation` (each part's check must refuse it)."""
+    for kind, value in (("tuple", ("x",)), ("bool", 1), ("float", float("nan")), ("int", -1), ("str", "no-such")):
+        if annotation.startswith(kind):
+            return value
+    raise AssertionError(f"no bad value for {annotation}")
+
+
+@pytest.mark.parametrize("part", config_parts(), ids=lambda c: c.__name__)
+def test_each_config_part_checks_its_own_fields_on_its_own(part):
+    """Built alone (no agent config around it), a part refuses a bad value of each of its fields, naming
+    it: the check lives in the part's own `__post_init__`, so a user's config inheriting it gets it."""
+    fields = dataclasses.fields(part)
+    assert fields, part
+    for field in fields:
+        with pytest.raises(ConfigError) as info:
+            part(**{field.name: bad_value(str(field.type))})
+        assert info.value.field == field.name, (part.__name__, field.name)
+
+
+def test_a_users_config_gets_the_parts_checks_and_an_optimizer_without_epochs():
+    """A config of AgentConfigBase + AdamConfig and its own field: the parts' checks, then its own (after
+    `super().__post_init__()`), and `make_optimizer` anneals over one optimizer step per update."""
+    from podrl.agents.config_base import AdamConfig, AgentConfigBase
+    from podrl.agents.optimizers import make_optimizer
+    from podrl.core.errors import require_number
+
+    @dataclasses.dataclass(frozen=True)
+    class MyConfig(AgentConfigBase, AdamConfig):
+        value_coef: float = 0.5
+        """Weight of the value loss."""
+
+        def __post_init__(self):
+            super().__post_init__()
+            require_number(self, "value_coef", low=0.0)
+
+    for field, value in (("learning_rate", 0.0), ("max_grad_norm", -1.0), ("anneal_lr", 1), ("adam_eps", 0.0),
+                         ("value_coef", -1.0)):
+        with pytest.raises(ConfigError) as info:
+            MyConfig(**{field: value})
+        assert info.value.field == field
+    MyConfig().check_batch(rollout_length=5, envs_per_shard=3)  # AgentConfigBase's: any batch
+    _, schedule = make_optimizer(MyConfig(learning_rate=0.1), total_updates=10)
+    assert [float(schedule(step)) for step in (0, 5, 10)] == pytest.approx([0.1, 0.05, 0.0])

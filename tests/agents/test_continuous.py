@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from dm_env import specs
 from jax.sharding import Mesh
-from jax.sharding import PartitionSpec as P
 
 from podrl.agents.continuous import action_bounds, twin_q_loss
 from podrl.agents.sac import SACConfig, actor_loss, soft_q_target, tanh_gaussian_log_prob, temperature_loss
@@ -23,9 +22,10 @@ from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError
-from podrl.core.learner_state import init_on_mesh, shard_global, shard_local, train_state_spec
+from podrl.core.learner_state import init_on_mesh
 from podrl.core.parallel import DATA_AXIS
 from podrl.core.types import Trajectory
+from podrl.testing import layout_update
 from test_checkpoint import anakin as checkpointed_anakin, leaves
 from untrained import anakin_initial_return
 
@@ -142,14 +142,8 @@ def _mesh(n):
 
 
 def _sharded_update(agent, n):
-    traj_spec = Trajectory(*([P(None, DATA_AXIS)] * 6), {}, ())
-
-    def update(state, traj, key):
-        state, metrics = agent.update(shard_local(state), traj, key)
-        return shard_global(state), metrics
-
-    return jax.jit(jax.shard_map(update, mesh=_mesh(n), in_specs=(train_state_spec(), traj_spec, P()),
-                                 out_specs=(train_state_spec(), P())))
+    """`agent.update` on `n` learner shards as the layouts run it (`shard_state` `[n, ...]`)."""
+    return layout_update(agent, jax.devices()[:n])
 
 
 def _rollout(agent, params, seed: int) -> Trajectory:

@@ -21,6 +21,7 @@ from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError
 from podrl.core.parallel import DATA_AXIS
 from podrl.core.types import Trajectory
+from podrl.testing import layout_update
 from test_vtrace import numpy_vtrace
 from untrained import anakin_initial_return
 
@@ -196,8 +197,8 @@ def _mesh(n):
 
 
 def _sharded_update(agent, n):
-    traj_spec = Trajectory(*([P(None, DATA_AXIS)] * 6), {"log_prob": P(None, DATA_AXIS), "value": P(None, DATA_AXIS)}, ())
-    return jax.jit(jax.shard_map(agent.update, mesh=_mesh(n), in_specs=(P(), traj_spec, P()), out_specs=(P(), P())))
+    """`agent.update` on `n` learner shards as the layouts run it (the metrics averaged by the layout)."""
+    return layout_update(agent, jax.devices()[:n])
 
 
 def test_minibatches_are_whole_env_sequences():

@@ -8,8 +8,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from dm_env import specs
-from jax.sharding import Mesh
-from jax.sharding import PartitionSpec as P
 
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.networks import make_network
@@ -17,8 +15,8 @@ from podrl.agents.ppo import PPOConfig
 from podrl.agents.torsos import channels_first, make_torso
 from podrl.envs.types import EnvSpec
 from podrl.core.errors import ConfigError
-from podrl.core.parallel import DATA_AXIS
 from podrl.core.types import Trajectory
+from one_device import update_on_one_device
 
 ATARI = (4, 84, 84)
 MINATAR = (10, 10, 4)
@@ -265,10 +263,7 @@ def test_ppo_minatar_cnn_update_is_finite():
     discount = (jax.random.uniform(keys[2], (T, B)) > 0.2).astype(jnp.float32)
     traj = Trajectory(obs, action, jax.random.normal(keys[3], (T, B)), discount,
                       jnp.zeros((T, B), bool), jnp.roll(obs, -1, axis=0), extras, ())
-    traj_spec = Trajectory(*([P(None, DATA_AXIS)] * 6), {"log_prob": P(None, DATA_AXIS), "value": P(None, DATA_AXIS)}, ())
-    mesh = Mesh(np.array(jax.devices()[:1]), (DATA_AXIS,))
-    update = jax.jit(jax.shard_map(agent.update, mesh=mesh, in_specs=(P(), traj_spec, P()), out_specs=(P(), P())))
-    new_state, metrics = update(state, traj, keys[4])
+    new_state, metrics = update_on_one_device(agent)(state, traj, keys[4])
     assert int(new_state.update_step) == 1
     assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves((new_state.params, metrics)))
     assert not all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(new_state.params)))

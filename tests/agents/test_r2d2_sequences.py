@@ -10,8 +10,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.sharding import Mesh
-from jax.sharding import PartitionSpec as P
 
 import podrl.envs
 from podrl.agents import prioritised, sum_tree
@@ -22,9 +20,9 @@ from podrl.agents.replay import n_step_targets
 from podrl.agents.unroll import reset_before
 from podrl.agents.value_rescaling import inverse_value_transform, value_transform
 from podrl.anakin.rollout import reset_batch, rollout
-from podrl.core.learner_state import shard_global, shard_local, train_state_spec
-from podrl.core.parallel import DATA_AXIS
+from podrl.core.learner_state import shard_global, shard_local
 from podrl.core.types import Trajectory
+from podrl.testing import layout_update
 from podrl.envs.wrappers import TimeLimit, wrap_for_training
 
 T, B, ROLLOUTS = 12, 4, 4
@@ -164,12 +162,7 @@ def test_an_update_sets_the_drawn_sequences_priorities_from_their_td_errors():
     traj = Trajectory(last.observation, last.action, last.reward, last.discount, last.truncated, last.next_observation,
                       last.agent_extras, jax.tree.map(lambda x: x[0], last.agent_extras["core_state"]))
     assert CONFIG.sgd_steps(T, B) == 1
-    def one_update(train_state, traj, key):
-        train_state, metrics = agent.update(shard_local(train_state), traj, key)
-        return shard_global(train_state), metrics
-
-    update = jax.jit(jax.shard_map(one_update, mesh=Mesh(np.array(jax.devices()[:1]), (DATA_AXIS,)),
-                                   in_specs=(train_state_spec(), P(), P()), out_specs=(train_state_spec(), P())))
+    update = layout_update(agent, jax.devices()[:1])
     after, metrics = update(shard_global(state), traj, jax.random.key(7))
     after = shard_local(after)
     assert float(metrics["learning"]) == 1.0

@@ -130,6 +130,20 @@ def test_corrupted_checkpoint_exits_2_naming_the_path(trained, tmp_path):
     assert done.stdout == ""
 
 
+def test_debug_adds_the_traceback_to_the_one_line_error(tmp_path, capsys):
+    """`podrl evaluate` takes --debug as the training commands do (anywhere among its flags)."""
+    from podrl.cli import evaluate
+
+    missing = str(tmp_path / "no_such_run")
+    assert evaluate.main([missing, "--episodes", "2"]) == 2
+    plain = capsys.readouterr().err
+    assert plain.startswith(f"error: no checkpoint folder at '{missing}'") and "Traceback" not in plain
+    assert "add --debug" in plain
+    assert evaluate.main(["--debug", missing, "--episodes", "2"]) == 2
+    debug = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in debug and f"error: no checkpoint folder at '{missing}'" in debug
+
+
 class SquareEnv(gymnasium.Env):
     """A 4-step gymnasium env with CartPole's spaces that renders 8x8 RGB frames."""
 
@@ -246,7 +260,7 @@ def test_env_with_other_spaces_is_refused_naming_both_specs(trained):
     """--env Acrobot-v1 on a CartPole checkpoint: exit 2 naming both envs' shapes, before any episode."""
     done = run_evaluate(trained.run_dir, "--env", "Acrobot-v1")
     assert done.returncode == 2, done.stdout + done.stderr
-    message = done.stderr.strip().splitlines()[-1]
+    message = next(line for line in done.stderr.splitlines() if line.startswith("error: "))
     for fragment in ("'Acrobot-v1'", "observation shape (6,)", "3 discrete actions", "observation shape (4,)",
                      "2 discrete actions", "trained"):
         assert fragment in message, message

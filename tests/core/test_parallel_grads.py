@@ -12,8 +12,9 @@ from podrl.agents.networks import make_network
 from podrl.agents.ppo import PPOBatch, PPOConfig, make_loss_fn
 from podrl.envs.types import EnvSpec
 from podrl.core.errors import ConfigError
-from podrl.core.parallel import DATA_AXIS, learner_value_and_grad, mean_across_learners
+from podrl.core.parallel import DATA_AXIS, learner_metrics, learner_value_and_grad, mean_across_learners
 from podrl.core.types import Trajectory
+from podrl.testing import layout_update
 
 OBS = 4
 DISCRETE = EnvSpec(specs.Array((OBS,), np.float32), specs.DiscreteArray(2))
@@ -89,8 +90,8 @@ def _trajectory(agent, params, b, seed=1):
 
 
 def _sharded_update(agent, n):
-    traj_spec = Trajectory(*([P(None, DATA_AXIS)] * 6), {"log_prob": P(None, DATA_AXIS), "value": P(None, DATA_AXIS)}, ())
-    return jax.jit(jax.shard_map(agent.update, mesh=_mesh(n), in_specs=(P(), traj_spec, P()), out_specs=(P(), P())))
+    """`agent.update` on `n` learner shards as the layouts run it (the metrics averaged by the layout)."""
+    return layout_update(agent, jax.devices()[:n])
 
 
 def _tile_shards(traj, n):
@@ -150,3 +151,25 @@ def test_update_rejects_batch_not_divisible_by_minibatches():
     traj = _trajectory(agent, state.params, 2)
     with pytest.raises(ConfigError, match="num_minibatches"):
         _sharded_update(agent, 1)(state, traj, jax.random.key(0))
+
+
+# ---------------------------------------------------------------------- the layout's metrics
+
+
+@pytest.mark.parametrize("check_vma", [True, False])
+def test_learner_metrics_average_what_varies_over_the_shards_and_keep_what_does_not(check_vma):
+    """A shard's own loss is averaged over the 3 shards; a value the same on every shard comes back bit for
+    bit (a pmean of 3 equal float32s does not: (x + x + x) / 3 rounds)."""
+    same = np.float32(0.1)
+    per_shard = np.array([1.0, 2.0, 4.5], np.float32)
+
+    def metrics(x):
+        blind = jax.lax.pmean(x[0] * 0.0 + same, DATA_AXIS)  # what averaging every leaf would make of it
+        return learner_metrics({"loss": x[0], "rate": jnp.float32(same), "count": jnp.int32(7)}, check_vma), blind
+
+    got, blind = jax.jit(jax.shard_map(metrics, mesh=_mesh(3), in_specs=P(DATA_AXIS), out_specs=P(),
+                                       check_vma=check_vma))(per_shard)
+    assert blind != same  # XLA's pmean multiplies the sum by 1/3: a blind average would move it
+    np.testing.assert_allclose(got["loss"], per_shard.mean(), rtol=1e-6)
+    assert got["rate"] == same and got["rate"].dtype == np.float32
+    assert got["count"] == 7 and got["count"].dtype == np.int32

@@ -20,7 +20,7 @@ from podrl.run.options import MAY_CHANGE, MUST_MATCH, help_of, may_change_on_res
 from podrl.sebulba import SebulbaConfig
 
 SHARED = {"total_steps", "eval_every", "eval_episodes", "eval_max_steps", "eval_async", "stop_at_return",
-          "compile_cache", "logging", "checkpoint", "timeout_s"}
+          "compile_cache", "skip_agent_check", "logging", "checkpoint", "timeout_s"}
 
 
 def test_each_layout_declares_which_fields_may_change_on_resume():
