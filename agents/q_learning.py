@@ -33,7 +33,9 @@ from podrl.agents.actor_critic import check_total_updates, count_params
 from podrl.agents.config_checks import (
     EpsilonConfig, QNetworkConfig, check_epsilon_fields, check_q_network_fields,
 )
-from podrl.agents.torsos import check_torso, make_torso
+from podrl.agents.inputs import torso_input
+from podrl.agents.torsos import make_torso
+from podrl.envs import observations
 from podrl.envs.types import EnvSpec
 from podrl.core.errors import ConfigError
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory, no_actor_state
@@ -74,19 +76,19 @@ def check_discrete_actions(agent: str, env_spec: EnvSpec) -> None:
             f"policy-gradient agent (ppo, impala) for continuous actions")
 
 
-def discrete_torso_input(agent: str, torso: str, env_spec: EnvSpec) -> tuple[tuple[int, ...], int]:
-    """`(observation shape, number of actions)` for a discrete-action agent named `agent` whose `torso`
-    reads `env_spec`'s observations: ConfigError("env") for continuous actions, ConfigError("torso") for a
-    torso that cannot read these observations (nothing is traced). PQN, DQN, MuZero and R2D2 build on it."""
+def discrete_torso_input(agent: str, torso: str, env_spec: EnvSpec, torso_per_key: Sequence[str] = ()):
+    """`(obs_shape, number of actions)` for a discrete-action agent named `agent` whose `torso` (and
+    `torso_per_key`, for a nested observation) reads `env_spec`'s observations: `obs_shape` is
+    `podrl.agents.inputs.torso_input`'s; ConfigError("env") for continuous actions, ConfigError("torso") /
+    ("torso_per_key") for a torso that cannot read these observations (nothing is traced). PQN, DQN,
+    MuZero and R2D2 build on it."""
     check_discrete_actions(agent, env_spec)
-    obs_shape = tuple(int(d) for d in env_spec.observation.shape)
-    check_torso(torso, obs_shape)
-    return obs_shape, int(env_spec.action.num_values)
+    return torso_input(env_spec, torso, torso_per_key), int(env_spec.action.num_values)
 
 
 def make_q_network(agent: str, config: QNetworkConfig, env_spec: EnvSpec) -> QNetwork:
     """The `QNetwork` the config names for `env_spec` (`discrete_torso_input`'s refusals first)."""
-    obs_shape, num_actions = discrete_torso_input(agent, config.torso, env_spec)
+    obs_shape, num_actions = discrete_torso_input(agent, config.torso, env_spec, config.torso_per_key)
     return QNetwork(obs_shape, num_actions, config.torso, tuple(config.hidden_sizes), config.activation,
                     config.layer_norm)
 
@@ -162,8 +164,7 @@ def q_agent(
 
 def init_network_params(parts: QParts, key: Array, env_spec: EnvSpec):
     """Fresh flax params of `parts.network` for `env_spec`'s observations."""
-    obs = jnp.zeros((1,) + tuple(env_spec.observation.shape), env_spec.observation.dtype)
-    return parts.network.init(key, obs)
+    return parts.network.init(key, observations.zeros(env_spec.observation, (1,)))
 
 
 def init_train_state(parts: QParts, key: Array, env_spec: EnvSpec) -> TrainState:

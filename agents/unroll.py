@@ -99,9 +99,9 @@ def unroll(network: RecurrentActorCritic, params: Any, actor_state: Carry, obser
 def bootstrap_values(network: RecurrentActorCritic, params: Any, next_carry: Carry, next_observation: Array) -> Array:
     """`[T, B]` V(next_observation[t]) seen with `next_carry[t]` (each leaf `[T, B, ...]`), the
     state after step t before any reset: one more core step, batched over all `T * B`."""
-    t, b = next_observation.shape[:2]
+    t, b = jax.tree.leaves(next_observation)[0].shape[:2]
     flat = lambda x: x.reshape((t * b,) + x.shape[2:])  # noqa: E731
-    value = network.apply(params, flat(next_observation), jax.tree.map(flat, next_carry),
+    value = network.apply(params, jax.tree.map(flat, next_observation), jax.tree.map(flat, next_carry),
                           method=RecurrentActorCritic.value)
     return value.reshape(t, b)
 
@@ -123,14 +123,15 @@ def trajectory_outputs(network: Network, params: Any, traj: Trajectory) -> tuple
         dist_params, value = network.apply(params, traj.observation)
 
         def values_of(steps: slice) -> Array:
-            return network.apply(params, traj.next_observation[steps], method=ActorCritic.value)
+            return network.apply(params, jax.tree.map(lambda x: x[steps], traj.next_observation),
+                                 method=ActorCritic.value)
 
         return dist_params, value, shifted_bootstrap(value, traj.truncated, values_of)
     rolled = unroll(network, params, traj.actor_state, traj.observation, traj.episode_end)
 
     def recurrent_values_of(steps: slice) -> Array:
         next_carry = jax.tree.map(lambda x: x[steps], rolled.next_carry)
-        return bootstrap_values(network, params, next_carry, traj.next_observation[steps])
+        return bootstrap_values(network, params, next_carry, jax.tree.map(lambda x: x[steps], traj.next_observation))
 
     return rolled.dist_params, rolled.value, shifted_bootstrap(rolled.value, traj.truncated, recurrent_values_of)
 

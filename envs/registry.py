@@ -35,6 +35,7 @@ _REGISTRY: dict[str, _Entry] = {
     "MatchCue-v0": _Entry("podrl.envs.tiny", "MatchCue", None),
     "ReachCue-v0": _Entry("podrl.envs.tiny", "ReachCue", None),
     "RecallCue-v0": _Entry("podrl.envs.tiny", "RecallCue", None),
+    "DictCue-v0": _Entry("podrl.envs.tiny", "DictCue", None),
 }
 
 

@@ -5,6 +5,8 @@ untrained greedy policy scores far below their optimum (see their docstrings),
 so a test that asserts a high return proves that training happened.
 `RecallCue` is the memory task: its cue is shown once and asked for `delay` steps later,
 so only an agent with memory (a recurrent core) beats chance.
+`DictCue` is `MatchCue` seen through a dict observation (an image that shows the cue and a vector
+of noise, `podrl.envs.observations`).
 
 `MatchSign`: each observation is a random sign s in {-1, +1}; action 1 means
 "positive" and action 0 "negative". Matching the sign earns 1, otherwise 0.
@@ -203,3 +205,45 @@ class RecallCue:
         shown = jax.nn.one_hot(cue, self.num_cues, dtype=jnp.float32) * (t == 0)
         query = (t == self.delay + 1).astype(jnp.float32)[None]
         return jnp.concatenate([shown, query])
+
+
+class DictCue(MatchCue):
+    """`MatchCue` through a dict observation: only its image leaf tells the cue.
+
+    Observations: `{"image": uint8 [4, 4, 1], "noise": float32 [2]}`: cue i lights quadrant i of the
+    image (its 2 x 2 pixels 255, the rest 0; quadrants row-major), the noise is uniform in [-1, 1] and
+    independent of everything. Up to 4 cues; rewards and returns as `MatchCue` (optimum 16, uniform
+    random 4; an untrained greedy policy maps each cue to one fixed action, so it expects 4).
+    """
+
+    def __init__(self, num_cues: int = 4, episode_length: int = 16):
+        if num_cues > 4:
+            raise ValueError(f"DictCue shows at most 4 cues (the image's quadrants), got {num_cues}")
+        super().__init__(num_cues, episode_length)
+
+    def reset(self, key: PRNGKey) -> tuple[CueState, TimeStep]:
+        key, cue = self._draw(key)
+        key, noise = _uniform(key, (2,))
+        return CueState(key, cue, jnp.asarray(0, jnp.int32)), restart(self._dict(cue, noise))
+
+    def step(self, state: CueState, action: Array) -> tuple[CueState, TimeStep]:
+        reward = self.reward(state.cue, action)
+        key, cue = self._draw(state.key)
+        key, noise = _uniform(key, (2,))
+        t = state.t + 1
+        return CueState(key, cue, t), transition(self._dict(cue, noise), reward, t >= self.episode_length)
+
+    def observation_spec(self) -> dict[str, specs.Array]:
+        return {"image": specs.BoundedArray((4, 4, 1), np.uint8, 0, 255, name="image"),
+                "noise": specs.BoundedArray((2,), np.float32, -1.0, 1.0, name="noise")}
+
+    def _dict(self, cue: Array, noise: Array) -> dict[str, Array]:
+        row, col = cue // 2, cue % 2
+        rows, cols = jnp.arange(4)[:, None] // 2, jnp.arange(4)[None, :] // 2
+        image = jnp.where((rows == row) & (cols == col), 255, 0).astype(jnp.uint8)[..., None]
+        return {"image": image, "noise": noise}
+
+
+def _uniform(key: PRNGKey, shape: tuple[int, ...]) -> tuple[PRNGKey, Array]:
+    key, sub = jax.random.split(key)
+    return key, jax.random.uniform(sub, shape, jnp.float32, -1.0, 1.0)

@@ -102,9 +102,10 @@ def online_q(config: R2D2Config, network: RecurrentQNetwork, params: Any, batch:
     reset = reset_before(window.episode_end)
     carry = batch.start_state
     if burn:
-        _, burned = q_unroll(network, jax.lax.stop_gradient(params), carry, window.observation[:burn], reset[:burn])
+        burn_obs = jax.tree.map(lambda x: x[:burn], window.observation)
+        _, burned = q_unroll(network, jax.lax.stop_gradient(params), carry, burn_obs, reset[:burn])
         carry = jax.lax.stop_gradient(jax.tree.map(lambda x: x[-1], burned))
-    return q_unroll(network, params, carry, window.observation[burn:], reset[burn:])
+    return q_unroll(network, params, carry, jax.tree.map(lambda x: x[burn:], window.observation), reset[burn:])
 
 
 def learned_q_and_targets(config: R2D2Config, network: RecurrentQNetwork, params: Any,
