@@ -34,6 +34,7 @@ from podrl.agents.config_checks import (
     EpsilonConfig, QNetworkConfig, check_epsilon_fields, check_q_network_fields,
 )
 from podrl.agents.inputs import torso_input
+from podrl.agents.masking import action_mask, epsilon_greedy, masked_argmax
 from podrl.agents.torsos import make_torso
 from podrl.envs import observations
 from podrl.envs.types import EnvSpec
@@ -105,15 +106,6 @@ def epsilon_schedule(start: float, end: float, num_updates: int) -> Callable[[Ar
     return lambda step: jnp.asarray(schedule(step), jnp.float32)
 
 
-def epsilon_greedy(key: Array, q: Array, epsilon: Array) -> Array:
-    """int32 actions `[B]` from Q values `[B, A]`: uniform with probability `epsilon` `[]`, else argmax."""
-    explore_key, action_key = jax.random.split(key)
-    greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
-    random = jax.random.randint(action_key, greedy.shape, 0, q.shape[-1], dtype=jnp.int32)
-    explore = jax.random.uniform(explore_key, greedy.shape) < epsilon
-    return jnp.where(explore, random, greedy)
-
-
 class QParts(NamedTuple):
     """What a value-based agent's pure functions close over (static Python objects); the field
     names `config`, `optimizer`, `learning_rate`, `grad_fn` are those `podrl.agents.actor_critic`'s
@@ -181,15 +173,16 @@ def q_values(parts: QParts, network_params, observation: Array) -> Array:
 
 def act(parts: QParts, params, actor_state, observation: Array, key: Array):
     """`Agent.act`: epsilon-greedy actions `[B]` for observations `[B, *obs]` with
-    `params["epsilon"]`; no extras; `actor_state` (()) passes through."""
+    `params["epsilon"]`, among the legal actions of an `action_mask` leaf; no extras; `actor_state` (())
+    passes through."""
     q = q_values(parts, params["network"], observation)
-    return epsilon_greedy(key, q, params["epsilon"]), {}, actor_state
+    return epsilon_greedy(key, q, params["epsilon"], action_mask(observation)), {}, actor_state
 
 
 def act_greedy(parts: QParts, params, actor_state, observation: Array):
-    """`Agent.act_greedy`: argmax_a Q(o, a) `[B]`, the evaluation policy (no epsilon)."""
+    """`Agent.act_greedy`: argmax_a Q(o, a) `[B]` over the legal actions, the evaluation policy (no epsilon)."""
     q = q_values(parts, params["network"], observation)
-    return jnp.argmax(q, axis=-1).astype(jnp.int32), actor_state
+    return masked_argmax(q, action_mask(observation)), actor_state
 
 
 def next_params(parts: QParts, network_params, update_step: Array) -> dict[str, Any]:

@@ -36,6 +36,7 @@ _REGISTRY: dict[str, _Entry] = {
     "ReachCue-v0": _Entry("podrl.envs.tiny", "ReachCue", None),
     "RecallCue-v0": _Entry("podrl.envs.tiny", "RecallCue", None),
     "DictCue-v0": _Entry("podrl.envs.tiny", "DictCue", None),
+    "MaskedCue-v0": _Entry("podrl.envs.tiny", "MaskedCue", None),
 }
 
 

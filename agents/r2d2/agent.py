@@ -40,7 +40,8 @@ from podrl.agents.off_policy import (
     ReplayParts, ReplayPieces, TargetLearnerState, init_target_learner, replay_update, target_sgd_step,
 )
 from podrl.agents.optimizers import per_update_optimizer
-from podrl.agents.q_learning import discrete_torso_input, epsilon_greedy
+from podrl.agents.masking import action_mask, epsilon_greedy, masked_argmax
+from podrl.agents.q_learning import discrete_torso_input
 from podrl.agents.r2d2.config import R2D2Config
 from podrl.agents.r2d2.losses import R2D2Batch, Step, make_loss_fn
 from podrl.agents.r2d2.networks import RecurrentQNetwork, bootstrap_q, q_unroll
@@ -118,14 +119,15 @@ def init_actor_state(parts: R2D2Parts, batch_size: int, columns: EnvColumns | No
 def act(parts: R2D2Parts, params, actor_state: R2D2ActorState, observation: Array, key: Array):
     """`Agent.act`: each row epsilon-greedy with its own epsilon; extra "core_state" (the carry acted from)."""
     q, carry = parts.network.apply(params, observation, actor_state.carry)
-    action = epsilon_greedy(key, q, actor_state.epsilon)
+    action = epsilon_greedy(key, q, actor_state.epsilon, action_mask(observation))
     return action, {"core_state": actor_state.carry}, R2D2ActorState(carry, actor_state.epsilon)
 
 
 def act_greedy(parts: R2D2Parts, params, actor_state: R2D2ActorState, observation: Array):
-    """`Agent.act_greedy`: argmax_a Q(o, a) `[B]` with the core carried on, the evaluation policy."""
+    """`Agent.act_greedy`: argmax_a Q(o, a) `[B]` over the legal actions, with the core carried on, the
+    evaluation policy."""
     q, carry = parts.network.apply(params, observation, actor_state.carry)
-    return jnp.argmax(q, axis=-1).astype(jnp.int32), actor_state._replace(carry=carry)
+    return masked_argmax(q, action_mask(observation)), actor_state._replace(carry=carry)
 
 
 def example_step(env_spec: EnvSpec) -> Step:
