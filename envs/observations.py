@@ -8,7 +8,7 @@ buffers, checkpoints, the host adapters) maps over the leaves; the agents' torso
 
 **Keys.** A leaf's key is its path from the root, the parts joined by "." (`leaf_key`): a dict key,
 a NamedTuple field or a tuple index, e.g. "image", "goal.position", "0" (gymnasium's Blackjack-v1:
-"0", "1", "2"). A flat observation's single leaf has the key "" (`FLAT_KEY`). Dicts are ordered by
+"0", "1", "2"). A flat observation's single leaf has the key "". Dicts are ordered by
 key (JAX's rule), so every reader sees the leaves in one order.
 
 **The legal-action mask.** A discrete env that knows which actions are legal puts a mask in the
@@ -35,9 +35,6 @@ from dm_env import specs
 
 ACTION_MASK = "action_mask"
 """The observation leaf that holds the legal-action mask (module docstring)."""
-
-FLAT_KEY = ""
-"""The key of a flat observation's single leaf."""
 
 
 def is_nested(spec: Any) -> bool:
@@ -86,11 +83,6 @@ def zeros(spec: Any, lead: tuple[int, ...] = (), xp: Any = jnp) -> Any:
 def structs(spec: Any, lead: tuple[int, ...] = ()) -> Any:
     """`jax.ShapeDtypeStruct`s of one observation of `spec` with leading axes `lead`."""
     return jax.tree.map(lambda s: jax.ShapeDtypeStruct(tuple(lead) + tuple(s.shape), s.dtype), spec, is_leaf=_is_spec)
-
-
-def map_spec(fn: Callable[[specs.Array], Any], spec: Any) -> Any:
-    """`spec` with each leaf spec replaced by `fn(leaf spec)`."""
-    return jax.tree.map(fn, spec, is_leaf=_is_spec)
 
 
 def map_spec_with(fn: Callable[..., Any], spec: Any, *observations: Any) -> Any:

@@ -37,9 +37,11 @@ AGENTS = {
     "impala": ImpalaConfig(num_minibatches=2, **SMALL),
     "pqn": PQNConfig(num_minibatches=2, **SMALL),
     "dqn": DQNConfig(buffer_size=512, min_fill=64, batch_size=16, replay_ratio=1 / 16, **SMALL),
-    "r2d2": R2D2Config(buffer_size=512, min_fill=128, batch_size=4, replay_ratio=1 / 64, core_size=16, **SMALL),
-    "muzero": MuZeroConfig(num_simulations=4, latent_size=16, dynamics_sizes=(16,), prediction_sizes=(16,),
-                           buffer_size=512, min_fill=128, batch_size=8, replay_ratio=1 / 64, **SMALL),
+    "r2d2": R2D2Config(burn_in=2, sequence_length=4, buffer_size=512, min_fill=128, batch_size=4, replay_ratio=1 / 64,
+                       core_size=16, **SMALL),
+    "muzero": MuZeroConfig(num_simulations=4, unroll_steps=2, td_steps=2, latent_size=16, dynamics_sizes=(16,),
+                           prediction_sizes=(16,), buffer_size=512, min_fill=128, batch_size=8, replay_ratio=1 / 64,
+                           **SMALL),
 }
 SPEC = podrl.envs.env_spec(podrl.envs.make("MaskedCue-v0"))
 

@@ -16,6 +16,7 @@ from podrl.agents.dqn import DQNConfig
 from podrl.agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
+from podrl.cli.policy import evaluate_checkpoint
 from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from test_checkpoint import leaves, logs
@@ -61,7 +62,8 @@ def test_dqn_learns_the_dict_cue_under_sebulba(cpu_devices):
 @pytest.mark.timeout(300)
 def test_anakin_resume_with_dict_observations_in_the_replay_is_bit_identical(tmp_path, cpu_devices):
     """DQN on DictCue stopped after 4 of 8 updates and resumed equals the uninterrupted run leaf by leaf: its
-    replay buffer (a dict of image and noise leaves, for o_t and o_{t+n}) among the leaves, and not empty."""
+    replay buffer (a dict of image and noise leaves, for o_t and o_{t+n}) among the leaves, and not empty;
+    `podrl evaluate` then plays the checkpoint's greedy policy."""
     agent = DQNConfig(buffer_size=512, min_fill=64, batch_size=16, replay_ratio=1 / 16, hidden_sizes=(16,))
 
     def config(name, **checkpoint):
@@ -79,3 +81,18 @@ def test_anakin_resume_with_dict_observations_in_the_replay_is_bit_identical(tmp
     assert np.asarray(buffer.data.next_observation["image"]).max() == 255
     for a, b in zip(leaves(whole.state), leaves(rest.state), strict=True):
         np.testing.assert_array_equal(a, b)
+    # `podrl evaluate` rebuilds the agent for the dict spec and plays greedy episodes from the checkpoint
+    summary = evaluate_checkpoint(str(tmp_path / "part"), episodes=4, max_steps=40)
+    assert summary["step"] == 8 and summary["finished"] == 4 and len(summary["returns"]) == 4
+
+
+@pytest.mark.timeout(300)
+def test_blackjack_tuple_observations_train_and_evaluate_under_sebulba(cpu_devices):
+    """gymnasium's Blackjack-v1 (a Tuple of three Discretes: three embedded int32 leaves) through Sebulba's actors,
+    learner and greedy evaluation."""
+    config = SebulbaConfig(env="Blackjack-v1", total_steps=8 * 8 * 2, envs_per_thread=8, rollout_length=8,
+                           actor_devices=(0,), learner_devices=(1,), eval_episodes=8, logging=QUIET)
+    result = train_sebulba(config, PPOConfig(num_minibatches=2, hidden_sizes=(16,)))
+    embedding = result.train_state.params["params"]["actor"]["torso"]["input_0"]["embedding"]
+    assert np.asarray(embedding).shape == (32, 16)
+    assert -1.0 <= result.final_eval_return <= 1.0 and result.env_steps == 8 * 8 * 2
