@@ -45,6 +45,7 @@ from podrl.agents.optimizers import constant_optimizer
 from podrl.agents.inputs import torso_input
 from podrl.agents.torsos import flatten_obs
 from podrl.envs import observations
+from podrl.envs.observations import is_nested
 from podrl.envs.types import EnvSpec
 from podrl.core.errors import ConfigError
 from podrl.core.parallel import learner_value_and_grad
@@ -148,7 +149,8 @@ def continuous_parts(agent: str, config: Any, env_spec: EnvSpec, outputs_per_act
     an actor `Tower` with `outputs_per_action * A` outputs and the twin critic, both MLPs of the
     config's `hidden_sizes` and `activation`; `explore(config, actor_output, key)`."""
     bounds = action_bounds(agent, env_spec)
-    obs_shape = torso_input(env_spec, "mlp")  # a nested observation: an MLP per leaf (the critic: concatenated)
+    spec = env_spec.observation  # a nested one: the actor an encoder per leaf, the critics the leaves concatenated
+    obs_shape = torso_input(env_spec, "mlp") if is_nested(spec) else tuple(int(d) for d in spec.shape)
     size = int(bounds.low.size)
     actor = Tower(obs_shape, outputs_per_action * size, 0.01, "mlp", tuple(config.hidden_sizes), config.activation)
     critic = TwinCritic(obs_shape, size, tuple(config.hidden_sizes), config.activation)

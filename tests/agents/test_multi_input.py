@@ -19,6 +19,7 @@ from podrl.agents.obs_norm import init_observation_stats, normalize_observation,
 from podrl.agents.ppo import PPOConfig
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.replay import Transition, transitions
+from podrl.agents.sac import SACConfig
 from podrl.agents.torsos import EMBED_FEATURES, MinAtarCNN, ObservationInputs, make_torso
 from jax.sharding import PartitionSpec as P
 
@@ -53,7 +54,7 @@ def test_each_leaf_gets_an_encoder_by_its_shape_and_dtype():
 def test_torso_per_key_overrides_and_bad_choices_name_the_key():
     inputs = torso_input(MASKED, "mlp", ("action_mask=mlp", "frame=minatar_cnn"))
     assert encoders(inputs) == {"action_mask": "mlp", "board": "mlp", "frame": "minatar_cnn"}
-    cases = {("nope=mlp",): "not keys of this environment's observation; its keys are ['action_mask', 'board', 'frame']",
+    cases = {("nope=mlp",): "its keys are ['action_mask', 'board', 'frame']",
              ("board=embed",): "board=embed needs an integer leaf with bounds",
              ("action_mask=nature_cnn",): "leaf 'action_mask' (shape (9,))",
              ("frame=mlp",): "leaf 'frame' (shape (84, 84, 4))",
@@ -144,3 +145,16 @@ def test_n_step_transitions_gather_every_leaf_of_the_bootstrap_observation():
                 for key, leaf in next_obs.items()}
     for key in expected:
         np.testing.assert_array_equal(out.next_observation[key], expected[key], err_msg=key)
+
+
+def test_continuous_agents_read_a_dict_observation():
+    """SAC's actor reads each leaf with its own MLP; its twin critics the leaves flattened and concatenated
+    with the action (2 + 3 observation values + 2 action values)."""
+    spec = EnvSpec({"goal": specs.Array((2,), np.float32), "position": specs.Array((3,), np.float32)},
+                   specs.BoundedArray((2,), np.float32, -1.0, 1.0))
+    agent = SACConfig(hidden_sizes=(8,)).make_agent(spec, 10)
+    state = agent.init(jax.random.key(0), spec)
+    assert set(state.params["actor"]["params"]["torso"]) == {"input_goal", "input_position"}
+    assert state.opt_state.critic["params"]["q0"]["Dense_0"]["kernel"].shape == (7, 8)
+    action, _, _ = agent.act(state.params, (), observations.zeros(spec.observation, (4,)), jax.random.key(1))
+    assert action.shape == (4, 2) and np.all(np.abs(np.asarray(action)) <= 1.0)

@@ -62,9 +62,9 @@ def assert_same_observation(got, expected_per_env: list, mask_per_env: list | No
     if mask_per_env is not None:
         expected = {**expected, "action_mask": np.stack(mask_per_env) != 0}
     assert jax.tree.structure(got) == jax.tree.structure(expected), where
+    got = observations.keyed_leaves(got)
     for key, leaf in observations.keyed_leaves(expected).items():
-        np.testing.assert_array_equal(observations.keyed_leaves(got)[key], leaf.astype(observations.keyed_leaves(got)[key].dtype),
-                                      err_msg=f"{where}, leaf {key}")
+        np.testing.assert_array_equal(got[key], leaf.astype(got[key].dtype), err_msg=f"{where}, leaf {key}")
 
 
 ACTIONS = np.random.default_rng(3).integers(0, 4, size=(24, 3))
