@@ -32,6 +32,7 @@ from podrl.agents.cores import initial_actor_state
 from podrl.agents.networks import ActionDistribution, ActorCritic, action_distribution, make_network
 from podrl.agents.optimizers import make_optimizer
 from podrl.agents.unroll import act_step
+from podrl.envs import observations
 from podrl.envs.types import EnvSpec
 from podrl.core.parallel import learner_value_and_grad
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory
@@ -48,6 +49,7 @@ class ActorCriticConfig(Protocol):
     shared_torso: bool | None
     core: str
     core_size: int
+    torso_per_key: tuple[str, ...]
 
     def num_optimizer_steps(self, total_updates: int) -> int: ...
 
@@ -94,8 +96,7 @@ def for_member(parts: Parts, train_state: TrainState) -> Parts:
 
 def count_params(network: ActorCritic, env_spec: EnvSpec) -> int:
     """Parameter count of `network` on `env_spec`'s observations (shape-only, nothing is computed)."""
-    obs = jax.ShapeDtypeStruct((1,) + tuple(env_spec.observation.shape), env_spec.observation.dtype)
-    shapes = jax.eval_shape(network.init, jax.random.key(0), obs)
+    shapes = jax.eval_shape(network.init, jax.random.key(0), observations.structs(env_spec.observation, (1,)))
     return int(sum(np.prod(x.shape) for x in jax.tree.leaves(shapes)))
 
 
@@ -121,7 +122,7 @@ def actor_critic_agent(
     # The env spec first meets the config here: ConfigError("torso") for a torso that cannot
     # read these observations, before anything is traced or compiled.
     network = make_network(env_spec, config.hidden_sizes, config.activation, config.torso, config.shared_torso,
-                           config.core, config.core_size)
+                           config.core, config.core_size, config.torso_per_key)
     num_params = count_params(network, env_spec)
     dist = action_distribution(env_spec.discrete)
 
@@ -141,8 +142,7 @@ def actor_critic_agent(
 
 
 def _init(parts: Parts, key: Array, env_spec: EnvSpec) -> TrainState:
-    obs = jnp.zeros((1,) + tuple(env_spec.observation.shape), env_spec.observation.dtype)
-    params = parts.network.init(key, obs)
+    params = parts.network.init(key, observations.zeros(env_spec.observation, (1,)))
     return TrainState(params, parts.optimizer.init(params), jnp.zeros((), jnp.int32))
 
 

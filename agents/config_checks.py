@@ -30,9 +30,41 @@ PIXEL_TORSOS = ("nature_cnn", "impala_resnet", "minatar_cnn")
 CORES = ("none", "lstm", "gru")
 """Names accepted by an agent config's `core` (the recurrent cores of `podrl.agents.cores`)."""
 
+ENCODERS = TORSOS + ("embed", "none")
+"""Encoders `torso_per_key` may name for a leaf of a nested observation (`podrl.agents.inputs`)."""
+
 
 @dataclasses.dataclass(frozen=True)
-class NetworkConfig(CheckedConfig):
+class InputsConfig(CheckedConfig):
+    """How a torso reads a nested (dict / tuple) observation, leaf by leaf (`podrl.agents.inputs`)."""
+
+    torso_per_key: tuple[str, ...] = ()
+    """Nested (dict / tuple) observations: a leaf's encoder by its key, as key=encoder with encoder one of mlp, nature_cnn, impala_resnet, minatar_cnn, embed (integer leaves with bounds) or none (not read), e.g. image=minatar_cnn action_mask=mlp; other leaves get one by shape and dtype (images a CNN, bounded integers an embedding, the rest an MLP of hidden_sizes; the action_mask leaf none)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_torso_per_key(self)
+
+
+def check_torso_per_key(config) -> None:
+    """Raises ConfigError("torso_per_key") unless each item is key=encoder with an encoder of ENCODERS and
+    no key twice (stored back as a tuple)."""
+    items = config.torso_per_key
+    if isinstance(items, str) or not isinstance(items, (tuple, list)):
+        raise ConfigError("torso_per_key", f"must be a tuple of key=encoder items, got {items!r}")
+    keys = []
+    for item in items:
+        key, sep, encoder = str(item).partition("=")
+        if not sep or not key or encoder not in ENCODERS:
+            raise ConfigError("torso_per_key", f"{item!r} is not key=encoder with an encoder of {ENCODERS}")
+        if key in keys:
+            raise ConfigError("torso_per_key", f"names the key {key!r} twice")
+        keys.append(key)
+    object.__setattr__(config, "torso_per_key", tuple(items))
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig(InputsConfig):
     """The actor-critic network: a torso (`podrl.agents.torsos`), an optional recurrent core
     (`podrl.agents.cores`) and policy / value heads (`podrl.agents.networks`)."""
 
@@ -73,7 +105,7 @@ def check_network_fields(config: NetworkConfig) -> None:
 
 def check_torso_fields(config) -> None:
     """Raises ConfigError unless `config.hidden_sizes` is a tuple or list of positive ints
-    (stored back on the frozen dataclass as a tuple), `config.activation` is in ACTIVATIONS
+    (stored back on the frozen dataclass as a tuple), `config.activation` is in ACTIVATIONS,
     and `config.torso` in TORSOS (checked in that order)."""
     check_mlp_fields(config)
     require_choice(config, "torso", TORSOS)
@@ -90,7 +122,7 @@ def check_mlp_fields(config) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class QNetworkConfig(CheckedConfig):
+class QNetworkConfig(InputsConfig):
     """The Q network of the value-based agents: a torso (`podrl.agents.torsos`) and a linear Q head
     `[..., num_actions]` (`podrl.agents.q_learning.QNetwork`); feed-forward, no recurrent core."""
 

@@ -42,7 +42,10 @@ from podrl.agents import replay
 from podrl.agents.networks import Tower
 from podrl.agents.off_policy import ReplayPieces, replay_update, same_step
 from podrl.agents.optimizers import constant_optimizer
+from podrl.agents.inputs import torso_input
 from podrl.agents.torsos import flatten_obs
+from podrl.envs import observations
+from podrl.envs.observations import is_nested
 from podrl.envs.types import EnvSpec
 from podrl.core.errors import ConfigError
 from podrl.core.parallel import learner_value_and_grad
@@ -146,7 +149,8 @@ def continuous_parts(agent: str, config: Any, env_spec: EnvSpec, outputs_per_act
     an actor `Tower` with `outputs_per_action * A` outputs and the twin critic, both MLPs of the
     config's `hidden_sizes` and `activation`; `explore(config, actor_output, key)`."""
     bounds = action_bounds(agent, env_spec)
-    obs_shape = tuple(int(d) for d in env_spec.observation.shape)
+    spec = env_spec.observation  # a nested one: the actor an encoder per leaf, the critics the leaves concatenated
+    obs_shape = torso_input(env_spec, "mlp") if is_nested(spec) else tuple(int(d) for d in spec.shape)
     size = int(bounds.low.size)
     actor = Tower(obs_shape, outputs_per_action * size, 0.01, "mlp", tuple(config.hidden_sizes), config.activation)
     critic = TwinCritic(obs_shape, size, tuple(config.hidden_sizes), config.activation)
@@ -160,7 +164,7 @@ def init_learner(parts: ContinuousParts, key: Array, env_spec: EnvSpec, actor_ta
     """The initial `TrainState`: params `{"actor", "warmup"}`, a `ContinuousLearnerState` whose
     targets copy the online networks (`actor_target`: keep one for the actor), an empty buffer."""
     actor_key, critic_key = jax.random.split(key)
-    obs = jnp.zeros((1,) + tuple(env_spec.observation.shape), env_spec.observation.dtype)
+    obs = observations.zeros(env_spec.observation, (1,))
     actor = parts.actor.init(actor_key, obs)
     critic = parts.critic.init(critic_key, obs, jnp.zeros((1, parts.bounds.low.size), jnp.float32))
     learner = ContinuousLearnerState(critic, critic, actor if actor_target else (),

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from podrl.agents.torsos import make_torso
+from podrl.envs.observations import batch_size
 
 Array = jax.Array
 Carry = Any  # (c [B, H], h [B, H]) for lstm, h [B, H] for gru
@@ -96,7 +97,7 @@ class RecurrentActorCritic(ActorCriticFields):
 
     def __call__(self, observation: Array, carry: Carry | None = None) -> tuple[DistParams, Array, Carry]:
         if carry is None:
-            carry = zero_carry(self.core, self.core_size, observation.shape[0])
+            carry = zero_carry(self.core, self.core_size, batch_size(observation))
         carry, output = self.core_step(carry, self.features(observation))
         dist_params, value = self.heads(output)
         return dist_params, value, carry

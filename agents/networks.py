@@ -27,7 +27,8 @@ import numpy as np
 
 from podrl.agents.config_checks import PIXEL_TORSOS
 from podrl.agents.cores import ActorCriticFields, RecurrentActorCritic, dist_params_from
-from podrl.agents.torsos import check_torso, flatten_obs, make_torso, mlp_layers
+from podrl.agents.inputs import has_image_encoder, torso_input
+from podrl.agents.torsos import ObservationInputs, flatten_obs, make_torso, mlp_layers
 from podrl.envs.types import EnvSpec
 
 Array = jax.Array
@@ -137,7 +138,7 @@ class Tower(nn.Module):
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
-        if self.torso == "mlp":
+        if self.torso == "mlp" and not isinstance(self.obs_shape, ObservationInputs):
             x = mlp_layers(flatten_obs(x, self.obs_shape), self.hidden_sizes, self.activation)
         else:
             x = make_torso(self.torso, self.obs_shape, self.hidden_sizes, self.activation, name="torso")(x)
@@ -185,18 +186,20 @@ class ActorCritic(ActorCriticFields):
 
 def make_network(env_spec: EnvSpec, hidden_sizes: Sequence[int], activation: str,
                  torso: str = "mlp", shared_torso: bool | None = None, core: str = "none",
-                 core_size: int = 128) -> ActorCritic | RecurrentActorCritic:
+                 core_size: int = 128, torso_per_key: Sequence[str] = ()) -> ActorCritic | RecurrentActorCritic:
     """The `ActorCritic` for `env_spec`'s observation and action specs, or with a `core`
     ("lstm", "gru") the `podrl.agents.cores.RecurrentActorCritic` (always one shared torso).
 
-    `shared_torso=None` shares the torso for the CNN torsos and not for `mlp`; with a core the
-    torso is always shared (the configs refuse `shared_torso=False` there). ConfigError
-    ("torso") if the torso cannot read `env_spec`'s observations (`podrl.agents.torsos.check_torso`).
+    `shared_torso=None` shares the torso for the CNN torsos (and a nested observation with an image
+    leaf) and not for `mlp`; with a core the torso is always shared (the configs refuse
+    `shared_torso=False` there). A nested observation is read leaf by leaf (`podrl.agents.inputs`,
+    `torso_per_key`). ConfigError ("torso", "torso_per_key") if the torso cannot read `env_spec`'s
+    observations (`podrl.agents.inputs.torso_input`).
     """
-    obs_shape = tuple(int(d) for d in env_spec.observation.shape)
-    check_torso(torso, obs_shape)
+    obs_shape = torso_input(env_spec, torso, torso_per_key)
     if core == "none":
-        shared = torso in PIXEL_TORSOS if shared_torso is None else bool(shared_torso)
+        pixels = torso in PIXEL_TORSOS or has_image_encoder(obs_shape)
+        shared = pixels if shared_torso is None else bool(shared_torso)
         net = functools.partial(ActorCritic, hidden_sizes=tuple(hidden_sizes), activation=activation,
                                 torso=torso, shared_torso=shared)
     else:

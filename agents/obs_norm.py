@@ -17,6 +17,10 @@ and clips. All three are pure; `with_observation_norm` wraps any `podrl.core.typ
   `podrl.core.parallel.mean_across_learners` (every shard holds a batch of the same size), so the
   statistics are identical on every shard, like the params.
 
+A nested observation (`podrl.envs.observations`) keeps one `RunningStats` per floating-point leaf, by
+key (`{key: RunningStats}`); its other leaves (uint8 pixels, integers, the bool `action_mask`) pass
+unchanged. A flat observation keeps one `RunningStats` whatever its dtype, as always.
+
 The statistics are never a gradient target: they bypass the optimizer, and `inner.update`
 sees only the inner params. Brax's PPO keeps the same statistics (`running_statistics`) and
 normalises the policy's and the value function's inputs with them; it does not clip by
@@ -34,6 +38,7 @@ import jax.numpy as jnp
 
 from podrl.core.parallel import mean_across_learners
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory
+from podrl.envs.observations import is_nested, keyed_leaves, leaf_specs, map_keyed
 
 Array = jax.Array
 
@@ -95,6 +100,32 @@ def mean_over_shards(local: RunningStats) -> RunningStats:
     return RunningStats(local.count, mean, var)
 
 
+def init_observation_stats(spec) -> RunningStats | dict[str, RunningStats]:
+    """`init_stats` of a flat observation spec; `{key: init_stats}` of a nested one's floating-point leaves."""
+    if not is_nested(spec):
+        return init_stats(spec.shape)
+    return {key: init_stats(leaf.shape) for key, leaf in leaf_specs(spec) if _is_float(leaf.dtype)}
+
+
+def _is_float(dtype) -> bool:
+    return jnp.issubdtype(jnp.dtype(dtype), jnp.floating)
+
+
+def update_observation_stats(stats, observation):
+    """`update_stats` of a flat observation, or of each normalised leaf (`stats` `{key: RunningStats}`)."""
+    if isinstance(stats, RunningStats):
+        return update_stats(stats, observation)
+    leaves = keyed_leaves(observation)
+    return {key: update_stats(leaf_stats, leaves[key]) for key, leaf_stats in stats.items()}
+
+
+def normalize_observation(stats, observation, clip: float):
+    """`normalize` of a flat observation, or of each leaf `stats` has (the others pass unchanged)."""
+    if isinstance(stats, RunningStats):
+        return normalize(stats, observation, clip)
+    return map_keyed(lambda key, x: normalize(stats[key], x, clip) if key in stats else x, observation)
+
+
 def update_stats(stats: RunningStats, observations: Array) -> RunningStats:
     """`stats` with the batch `observations` `[..., *obs]` of every learner shard folded in."""
     batch = mean_over_shards(batch_moments(observations, stats.mean.ndim))
@@ -126,21 +157,21 @@ def with_observation_norm(agent: Agent, clip: float) -> Agent:
 
 def _init(agent: Agent, key: Array, env_spec) -> TrainState:
     state = agent.init(key, env_spec)
-    return state._replace(params={"agent": state.params, "obs_norm": init_stats(env_spec.observation.shape)})
+    return state._replace(params={"agent": state.params, "obs_norm": init_observation_stats(env_spec.observation)})
 
 
 def _act(agent: Agent, clip: float, params, actor_state, observation: Array, key: Array):
-    return agent.act(params["agent"], actor_state, normalize(params["obs_norm"], observation, clip), key)
+    return agent.act(params["agent"], actor_state, normalize_observation(params["obs_norm"], observation, clip), key)
 
 
 def _act_greedy(agent: Agent, clip: float, params, actor_state, observation: Array):
-    return agent.act_greedy(params["agent"], actor_state, normalize(params["obs_norm"], observation, clip))
+    return agent.act_greedy(params["agent"], actor_state, normalize_observation(params["obs_norm"], observation, clip))
 
 
-def normalize_trajectory(stats: RunningStats, traj: Trajectory, clip: float) -> Trajectory:
+def normalize_trajectory(stats, traj: Trajectory, clip: float) -> Trajectory:
     """`traj` with its observations `[T, B, *obs]` and bootstrap observations normalised by `stats`."""
-    return traj._replace(observation=normalize(stats, traj.observation, clip),
-                         next_observation=normalize(stats, traj.next_observation, clip))
+    return traj._replace(observation=normalize_observation(stats, traj.observation, clip),
+                         next_observation=normalize_observation(stats, traj.next_observation, clip))
 
 
 def _update(agent: Agent, clip: float, train_state: TrainState, traj: Trajectory,
@@ -150,5 +181,5 @@ def _update(agent: Agent, clip: float, train_state: TrainState, traj: Trajectory
     stats = train_state.params["obs_norm"]
     inner_state, metrics = agent.update(train_state._replace(params=train_state.params["agent"]),
                                         normalize_trajectory(stats, traj, clip), key)
-    stats = update_stats(stats, traj.observation)
+    stats = update_observation_stats(stats, traj.observation)
     return inner_state._replace(params={"agent": inner_state.params, "obs_norm": stats}), metrics

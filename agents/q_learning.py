@@ -33,7 +33,10 @@ from podrl.agents.actor_critic import check_total_updates, count_params
 from podrl.agents.config_checks import (
     EpsilonConfig, QNetworkConfig, check_epsilon_fields, check_q_network_fields,
 )
-from podrl.agents.torsos import check_torso, make_torso
+from podrl.agents.inputs import torso_input
+from podrl.agents.masking import action_mask, epsilon_greedy, masked_argmax
+from podrl.agents.torsos import make_torso
+from podrl.envs import observations
 from podrl.envs.types import EnvSpec
 from podrl.core.errors import ConfigError
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory, no_actor_state
@@ -74,19 +77,19 @@ def check_discrete_actions(agent: str, env_spec: EnvSpec) -> None:
             f"policy-gradient agent (ppo, impala) for continuous actions")
 
 
-def discrete_torso_input(agent: str, torso: str, env_spec: EnvSpec) -> tuple[tuple[int, ...], int]:
-    """`(observation shape, number of actions)` for a discrete-action agent named `agent` whose `torso`
-    reads `env_spec`'s observations: ConfigError("env") for continuous actions, ConfigError("torso") for a
-    torso that cannot read these observations (nothing is traced). PQN, DQN, MuZero and R2D2 build on it."""
+def discrete_torso_input(agent: str, torso: str, env_spec: EnvSpec, torso_per_key: Sequence[str] = ()):
+    """`(obs_shape, number of actions)` for a discrete-action agent named `agent` whose `torso` (and
+    `torso_per_key`, for a nested observation) reads `env_spec`'s observations: `obs_shape` is
+    `podrl.agents.inputs.torso_input`'s; ConfigError("env") for continuous actions, ConfigError("torso") /
+    ("torso_per_key") for a torso that cannot read these observations (nothing is traced). PQN, DQN,
+    MuZero and R2D2 build on it."""
     check_discrete_actions(agent, env_spec)
-    obs_shape = tuple(int(d) for d in env_spec.observation.shape)
-    check_torso(torso, obs_shape)
-    return obs_shape, int(env_spec.action.num_values)
+    return torso_input(env_spec, torso, torso_per_key), int(env_spec.action.num_values)
 
 
 def make_q_network(agent: str, config: QNetworkConfig, env_spec: EnvSpec) -> QNetwork:
     """The `QNetwork` the config names for `env_spec` (`discrete_torso_input`'s refusals first)."""
-    obs_shape, num_actions = discrete_torso_input(agent, config.torso, env_spec)
+    obs_shape, num_actions = discrete_torso_input(agent, config.torso, env_spec, config.torso_per_key)
     return QNetwork(obs_shape, num_actions, config.torso, tuple(config.hidden_sizes), config.activation,
                     config.layer_norm)
 
@@ -101,15 +104,6 @@ def epsilon_schedule(start: float, end: float, num_updates: int) -> Callable[[Ar
     at `num_updates`, then constant. Pure; the same on every learner and host."""
     schedule = optax.linear_schedule(start, end, num_updates)
     return lambda step: jnp.asarray(schedule(step), jnp.float32)
-
-
-def epsilon_greedy(key: Array, q: Array, epsilon: Array) -> Array:
-    """int32 actions `[B]` from Q values `[B, A]`: uniform with probability `epsilon` `[]`, else argmax."""
-    explore_key, action_key = jax.random.split(key)
-    greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
-    random = jax.random.randint(action_key, greedy.shape, 0, q.shape[-1], dtype=jnp.int32)
-    explore = jax.random.uniform(explore_key, greedy.shape) < epsilon
-    return jnp.where(explore, random, greedy)
 
 
 class QParts(NamedTuple):
@@ -162,8 +156,7 @@ def q_agent(
 
 def init_network_params(parts: QParts, key: Array, env_spec: EnvSpec):
     """Fresh flax params of `parts.network` for `env_spec`'s observations."""
-    obs = jnp.zeros((1,) + tuple(env_spec.observation.shape), env_spec.observation.dtype)
-    return parts.network.init(key, obs)
+    return parts.network.init(key, observations.zeros(env_spec.observation, (1,)))
 
 
 def init_train_state(parts: QParts, key: Array, env_spec: EnvSpec) -> TrainState:
@@ -180,15 +173,16 @@ def q_values(parts: QParts, network_params, observation: Array) -> Array:
 
 def act(parts: QParts, params, actor_state, observation: Array, key: Array):
     """`Agent.act`: epsilon-greedy actions `[B]` for observations `[B, *obs]` with
-    `params["epsilon"]`; no extras; `actor_state` (()) passes through."""
+    `params["epsilon"]`, among the legal actions of an `action_mask` leaf; no extras; `actor_state` (())
+    passes through."""
     q = q_values(parts, params["network"], observation)
-    return epsilon_greedy(key, q, params["epsilon"]), {}, actor_state
+    return epsilon_greedy(key, q, params["epsilon"], action_mask(observation)), {}, actor_state
 
 
 def act_greedy(parts: QParts, params, actor_state, observation: Array):
-    """`Agent.act_greedy`: argmax_a Q(o, a) `[B]`, the evaluation policy (no epsilon)."""
+    """`Agent.act_greedy`: argmax_a Q(o, a) `[B]` over the legal actions, the evaluation policy (no epsilon)."""
     q = q_values(parts, params["network"], observation)
-    return jnp.argmax(q, axis=-1).astype(jnp.int32), actor_state
+    return masked_argmax(q, action_mask(observation)), actor_state
 
 
 def next_params(parts: QParts, network_params, update_step: Array) -> dict[str, Any]:

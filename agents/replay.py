@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from podrl.envs import observations
 from podrl.envs.types import EnvSpec
 from podrl.core.types import Trajectory
 
@@ -79,7 +80,7 @@ def example_transition(env_spec: EnvSpec) -> Transition:
     """One stored 1- or n-step `Transition`'s shapes and dtypes for `env_spec`: observations keep the
     env's dtype (uint8 pixels stay uint8); a discrete action is int32 `[]`, a continuous one float32
     `[*action_shape]` (as the env takes it); reward and discount float32 `[]`."""
-    obs = jax.ShapeDtypeStruct(tuple(env_spec.observation.shape), env_spec.observation.dtype)
+    obs = observations.structs(env_spec.observation)
     scalar = jax.ShapeDtypeStruct((), jnp.float32)
     if env_spec.discrete:
         action = jax.ShapeDtypeStruct((), jnp.int32)
@@ -176,7 +177,7 @@ def transitions(trajectory: Trajectory, n: int, gamma: float, reward: Array | No
     ret, weight, last = targets(r.astype(jnp.float32), trajectory.discount.astype(jnp.float32),
                                 trajectory.episode_end, n, gamma)
     columns = jnp.arange(r.shape[1])[None, :]
-    bootstrap = trajectory.next_observation[last, columns]
+    bootstrap = jax.tree.map(lambda x: x[last, columns], trajectory.next_observation)
     out = Transition(trajectory.observation, trajectory.action, ret, weight, bootstrap)
     size = r.size
     return jax.tree.map(lambda x: x.reshape((size,) + x.shape[2:]), out)

@@ -19,6 +19,11 @@ configure the `mlp` torso only). All layers use orthogonal init with gain sqrt(2
 Their convolutions are `podrl.agents.conv.Conv` (`flax.linen.Conv`'s parameters), whose gradient
 avoids XLA:CPU's slow convolution gradients inside the learners' loops (see `podrl.agents.conv`).
 
+Nested observations (dicts, tuples: `podrl.envs.observations`) go through `MultiInputTorso`: one encoder per
+leaf (an MLP of `hidden_sizes`, one of the CNNs above, an embedding of an integer leaf, or none), chosen
+by `podrl.agents.inputs` from the leaf's shape and dtype and the config's `torso_per_key`, their outputs
+concatenated; `make_torso` builds it when given the `ObservationInputs` that module describes them with.
+
 Pixels: observations of dtype uint8 are cast to float32 and scaled to [0, 1] here, inside the
 network (they travel as uint8 everywhere else); bool (gymnax MinAtar) and other dtypes are cast
 to float32 unscaled. CNN torsos take rank-2 `[H, W]` or rank-3 observations in either layout,
@@ -30,7 +35,8 @@ MinAtar's `[10, 10, C]`); channels-first input is transposed to NHWC inside.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+import re
+from typing import Callable, NamedTuple, Sequence
 
 import flax.linen as nn
 import jax
@@ -39,6 +45,7 @@ import jax.numpy as jnp
 from podrl.agents.config_checks import PIXEL_TORSOS
 from podrl.agents.conv import Conv
 from podrl.core.errors import ConfigError
+from podrl.envs.observations import keyed_leaves
 
 Array = jax.Array
 
@@ -112,7 +119,11 @@ def mlp_layers(x: Array, hidden_sizes: Sequence[int], activation: str, layer_nor
 
 
 def flatten_obs(x: Array, obs_shape: tuple[int, ...]) -> Array:
-    """`[..., *obs_shape]` -> float `[..., prod(obs_shape)]`."""
+    """`[..., *obs_shape]` -> float `[..., prod(obs_shape)]`; a nested observation (`obs_shape` its
+    `ObservationInputs`): its encoded leaves so flattened and concatenated in key order."""
+    if isinstance(obs_shape, ObservationInputs):
+        leaves = keyed_leaves(x)
+        return jnp.concatenate([flatten_obs(leaves[leaf.key], leaf.shape) for leaf in obs_shape.encoded], axis=-1)
     batch_shape = x.shape[: x.ndim - len(obs_shape)]
     return to_float(x.reshape(batch_shape + (-1,)))
 
@@ -209,10 +220,78 @@ class MinAtarCNN(nn.Module):
         return _dense_out(x, batch_shape, 128, self.layer_norm)
 
 
-def make_torso(torso: str, obs_shape: Sequence[int], hidden_sizes: Sequence[int] = (64, 64),
+# ---------------------------------------------------------------- nested observations
+
+EMBED_FEATURES = 16
+"""Width of the embedding of each value of an integer leaf (`embed` encoder)."""
+
+
+class LeafInput(NamedTuple):
+    """How `MultiInputTorso` reads one leaf of a nested observation.
+
+    Attributes:
+      key: the leaf's key (`podrl.envs.observations.leaf_key`). shape: its shape `[*leaf]` (one env).
+      encoder: mlp, nature_cnn, impala_resnet, minatar_cnn, embed or none (the leaf is not read).
+      num_values: embed: the table's size (the leaf's values lie in [offset, offset + num_values)).
+      offset: embed: subtracted from a value before the lookup (the spec's minimum).
+    """
+
+    key: str
+    shape: tuple[int, ...]
+    encoder: str
+    num_values: int = 0
+    offset: int = 0
+
+
+class ObservationInputs(NamedTuple):
+    """The leaves of a nested observation as `MultiInputTorso` reads them (`podrl.agents.inputs`), in key order;
+    a network's `obs_shape` for such an observation (hashable, static)."""
+
+    leaves: tuple[LeafInput, ...]
+
+    @property
+    def encoded(self) -> tuple[LeafInput, ...]:
+        """The leaves that are read (encoder not "none")."""
+        return tuple(leaf for leaf in self.leaves if leaf.encoder != "none")
+
+
+def _module_name(key: str) -> str:
+    return "input_" + (re.sub(r"\W", "_", key) or "_")
+
+
+class MultiInputTorso(nn.Module):
+    """A nested observation -> `[..., sum F_i]`: each encoded leaf `[..., *leaf]` through its own encoder
+    (`LeafInput.encoder`; params `input_<key>`), the features concatenated in key order. mlp: an `MLPTorso`
+    of `hidden_sizes`; a CNN: that torso (uint8 scaled inside); embed: `EMBED_FEATURES` per value, flattened."""
+
+    inputs: ObservationInputs
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "tanh"
+    layer_norm: bool = False
+
+    @nn.compact
+    def __call__(self, observation) -> Array:
+        leaves = keyed_leaves(observation)
+        features = [self._encode(leaf, leaves[leaf.key]) for leaf in self.inputs.encoded]
+        return jnp.concatenate(features, axis=-1)
+
+    def _encode(self, leaf: LeafInput, x: Array) -> Array:
+        name = _module_name(leaf.key)
+        if leaf.encoder == "embed":
+            batch_shape = x.shape[: x.ndim - len(leaf.shape)]
+            index = jnp.clip(x.astype(jnp.int32) - leaf.offset, 0, leaf.num_values - 1)
+            return nn.Embed(leaf.num_values, EMBED_FEATURES, name=name)(index).reshape(batch_shape + (-1,))
+        return make_torso(leaf.encoder, leaf.shape, self.hidden_sizes, self.activation, name=name,
+                          layer_norm=self.layer_norm)(x)
+
+
+def make_torso(torso: str, obs_shape: Sequence[int] | ObservationInputs, hidden_sizes: Sequence[int] = (64, 64),
                activation: str = "tanh", name: str | None = None, layer_norm: bool = False) -> nn.Module:
     """The torso module named `torso` for observations `[..., *obs_shape]` (checked by `check_torso`);
-    `layer_norm` adds a LayerNorm after each hidden dense layer (parameters otherwise unchanged)."""
+    `layer_norm` adds a LayerNorm after each hidden dense layer (parameters otherwise unchanged). For a
+    nested observation (`obs_shape` its `ObservationInputs`) the `MultiInputTorso` of its leaves."""
+    if isinstance(obs_shape, ObservationInputs):
+        return MultiInputTorso(obs_shape, tuple(hidden_sizes), activation, layer_norm, name=name)
     obs_shape = tuple(int(d) for d in obs_shape)
     check_torso(torso, obs_shape)
     if torso == "mlp":

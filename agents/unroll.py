@@ -23,6 +23,10 @@ one more core step per t, batched over `[T, B]`. Where the episode goes on,
 the value the unroll gives step t+1; where it was truncated, it is the value the actor would
 have computed had the episode continued. A terminated step's bootstrap is discounted to 0.
 
+Legal-action masks: `act_step`, `policy_and_value` and `trajectory_outputs` return the logits of a
+discrete policy masked by the observation's `action_mask` leaf (`podrl.agents.masking.masked_logits`), so
+acting, the PPO and IMPALA losses, their ratios and entropies see legal actions only.
+
 `trajectory_outputs` (the IMPALA learner) uses that equality: it takes the bootstrap of step t
 from the unroll's value at t+1 and runs the network on `next_observation` only for the last
 step, or for all steps when a minibatch holds a truncation before its last step
@@ -38,6 +42,7 @@ import jax
 import jax.numpy as jnp
 
 from podrl.agents.cores import Carry, DistParams, RecurrentActorCritic, is_recurrent, zero_carry
+from podrl.agents.masking import action_mask, masked_logits
 from podrl.agents.networks import ActorCritic
 from podrl.core.types import Trajectory, reset_finished_actor_state
 
@@ -99,11 +104,16 @@ def unroll(network: RecurrentActorCritic, params: Any, actor_state: Carry, obser
 def bootstrap_values(network: RecurrentActorCritic, params: Any, next_carry: Carry, next_observation: Array) -> Array:
     """`[T, B]` V(next_observation[t]) seen with `next_carry[t]` (each leaf `[T, B, ...]`), the
     state after step t before any reset: one more core step, batched over all `T * B`."""
-    t, b = next_observation.shape[:2]
+    t, b = jax.tree.leaves(next_observation)[0].shape[:2]
     flat = lambda x: x.reshape((t * b,) + x.shape[2:])  # noqa: E731
-    value = network.apply(params, flat(next_observation), jax.tree.map(flat, next_carry),
+    value = network.apply(params, jax.tree.map(flat, next_observation), jax.tree.map(flat, next_carry),
                           method=RecurrentActorCritic.value)
     return value.reshape(t, b)
+
+
+def legal(network: Network, dist_params: DistParams, observation: Any) -> DistParams:
+    """A discrete policy's logits masked by the observation's `action_mask` leaf (module docstring)."""
+    return masked_logits(dist_params, action_mask(observation)) if network.discrete else dist_params
 
 
 def policy_and_value(network: Network, params: Any, observation: Array, actor_state: Carry = (),
@@ -111,9 +121,10 @@ def policy_and_value(network: Network, params: Any, observation: Array, actor_st
     """`(dist_params, value)` for `observation`: feed-forward `[..., *obs]` directly, recurrent
     `[T, B, *obs]` re-unrolled from `actor_state` `[B, ...]` with resets after `episode_end` `[T, B]`."""
     if not is_recurrent(network):
-        return network.apply(params, observation)
+        dist_params, value = network.apply(params, observation)
+        return legal(network, dist_params, observation), value
     rolled = unroll(network, params, actor_state, observation, episode_end)
-    return rolled.dist_params, rolled.value
+    return legal(network, rolled.dist_params, observation), rolled.value
 
 
 def trajectory_outputs(network: Network, params: Any, traj: Trajectory) -> tuple[DistParams, Array, Array]:
@@ -121,18 +132,21 @@ def trajectory_outputs(network: Network, params: Any, traj: Trajectory) -> tuple
     observations and the bootstrap values (module docstring, `shifted_bootstrap`)."""
     if not is_recurrent(network):
         dist_params, value = network.apply(params, traj.observation)
+        dist_params = legal(network, dist_params, traj.observation)
 
         def values_of(steps: slice) -> Array:
-            return network.apply(params, traj.next_observation[steps], method=ActorCritic.value)
+            return network.apply(params, jax.tree.map(lambda x: x[steps], traj.next_observation),
+                                 method=ActorCritic.value)
 
         return dist_params, value, shifted_bootstrap(value, traj.truncated, values_of)
     rolled = unroll(network, params, traj.actor_state, traj.observation, traj.episode_end)
 
     def recurrent_values_of(steps: slice) -> Array:
         next_carry = jax.tree.map(lambda x: x[steps], rolled.next_carry)
-        return bootstrap_values(network, params, next_carry, traj.next_observation[steps])
+        return bootstrap_values(network, params, next_carry, jax.tree.map(lambda x: x[steps], traj.next_observation))
 
-    return rolled.dist_params, rolled.value, shifted_bootstrap(rolled.value, traj.truncated, recurrent_values_of)
+    dist_params = legal(network, rolled.dist_params, traj.observation)
+    return dist_params, rolled.value, shifted_bootstrap(rolled.value, traj.truncated, recurrent_values_of)
 
 
 def shifted_bootstrap(value: Array, truncated: Array, values_of: Callable[[slice], Array]) -> Array:
@@ -170,8 +184,9 @@ def act_step(network: Network, params: Any, actor_state: Carry, observation: Arr
     (a feed-forward network returns `actor_state` unchanged, `()`)."""
     if not is_recurrent(network):
         dist_params, value = network.apply(params, observation)
-        return dist_params, value, actor_state
-    return network.apply(params, observation, actor_state)
+        return legal(network, dist_params, observation), value, actor_state
+    dist_params, value, actor_state = network.apply(params, observation, actor_state)
+    return legal(network, dist_params, observation), value, actor_state
 
 
 def env_minibatches(steps: Any, actor_state: Carry, m: int) -> tuple[Any, Carry]:

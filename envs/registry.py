@@ -6,6 +6,7 @@ module (`podrl.envs.gymnax`, `podrl.envs.brax`); a registered id and a `module:a
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import os
@@ -36,6 +37,8 @@ _REGISTRY: dict[str, _Entry] = {
     "MatchCue-v0": _Entry("podrl.envs.tiny", "MatchCue", None),
     "ReachCue-v0": _Entry("podrl.envs.tiny", "ReachCue", None),
     "RecallCue-v0": _Entry("podrl.envs.tiny", "RecallCue", None),
+    "DictCue-v0": _Entry("podrl.envs.tiny", "DictCue", None),
+    "MaskedCue-v0": _Entry("podrl.envs.tiny", "MaskedCue", None),
 }
 
 
@@ -111,16 +114,36 @@ def _import(path: str) -> Callable[..., Any]:
         raise UnknownEnvError(f"env {path!r}: {e}{expected}") from e.__cause__
 
 
+def close_names(name: str, names: Any, quote: Callable[[str], str] = repr) -> str:
+    """" (did you mean 'A' or 'B'?)" for the entries of `names` closest to `name` (difflib), or ""."""
+    close = difflib.get_close_matches(name, list(names), n=3, cutoff=0.75)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(quote(n) for n in close) + "?)"
+
+
+def _gymnasium_hint(name: str) -> str:
+    """"; 'X' is a gymnasium id, which the sebulba layout steps" when it is one, else ""."""
+    try:
+        import gymnasium
+    except ImportError:  # pragma: no cover - a dependency of podrl
+        return ""
+    if name in gymnasium.registry:
+        return f"; {name!r} is a gymnasium id, which the sebulba layout steps on the host"
+    return ""
+
+
 def check_name(name: str) -> None:
-    """Raises UnknownEnvError unless `make(name)` can resolve `name` (cheap, nothing compiled)."""
+    """Raises UnknownEnvError unless `make(name)` can resolve `name` (cheap, nothing compiled); an unknown
+    id's error names the registered ids closest to it."""
     if (suite := schemes.builder(name, "anakin")) is not None:
         suite.check_name(name)
         return
     if name in _REGISTRY:
         return
     if ":" not in name:
-        raise UnknownEnvError(f"unknown env {name!r}: expected {schemes.expected('anakin')} "
-                              f"(JAX env ids: {registered()})")
+        raise UnknownEnvError(f"unknown env {name!r}{close_names(name, registered())}: expected "
+                              f"{schemes.expected('anakin')} (JAX env ids: {registered()}){_gymnasium_hint(name)}")
     _import(name)
 
 

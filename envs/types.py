@@ -38,7 +38,8 @@ class TimeStep(NamedTuple):
       step_type: int32 `[...]`, one of FIRST, MID, LAST.
       reward: float32 `[...]`, reward received on arriving here (0 on FIRST).
       discount: float32 `[...]`, 0 if the episode terminated here, else 1.
-      observation: `[..., *obs_shape]`.
+      observation: `[..., *obs_shape]`, or a pytree of such leaves (dicts, tuples, NamedTuples;
+        `podrl.envs.observations`), with a legal-action mask in its leaf `action_mask` if the env has one.
       extras: dict of `[...]`-leading arrays. Wrappers add keys; every step and
         reset of one env returns the same keys (scan needs a fixed structure).
         Well-known keys: "truncated" (bool, time limit hit),
@@ -87,12 +88,16 @@ def transition(
     )
 
 
-ObservationSpec: TypeAlias = specs.Array
+ObservationSpec: TypeAlias = Any
+"""A `dm_env.specs.Array` of one env's observation, or a pytree of them (`podrl.envs.observations`)."""
 ActionSpec: TypeAlias = specs.DiscreteArray | specs.BoundedArray
 
 
 class EnvSpec(NamedTuple):
-    """Static description of an environment's interface (not a pytree of arrays)."""
+    """Static description of an environment's interface (not a pytree of arrays).
+
+    `observation` is one dm_env spec, or a pytree of them for a nested observation (dicts, tuples,
+    NamedTuples: `podrl.envs.observations`); `action` a `DiscreteArray` or a `BoundedArray`."""
 
     observation: ObservationSpec
     action: ActionSpec

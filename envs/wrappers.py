@@ -136,7 +136,7 @@ class AutoReset(Wrapper):
         reset_inner, reset_ts = self.env.reset(reset_key)
         done = ts.last()
         inner = jax.tree.map(lambda r, s: jnp.where(done, r, s), reset_inner, inner)
-        observation = jnp.where(done, reset_ts.observation, ts.observation)
+        observation = jax.tree.map(lambda r, o: jnp.where(done, r, o), reset_ts.observation, ts.observation)
         extras = {**ts.extras, "next_obs": ts.observation}
         return AutoResetState(inner, key), ts._replace(observation=observation, extras=extras)
 
@@ -161,7 +161,7 @@ class AutoReset(Wrapper):
 
         def with_resets(inner, observation):
             reset_inner, reset_ts = jax.vmap(self.env.reset)(reset_key)
-            kept = jax.tree.map(select, reset_inner, inner), select(reset_ts.observation, observation)
+            kept = jax.tree.map(select, reset_inner, inner), jax.tree.map(select, reset_ts.observation, observation)
             return vary_over(kept, axes)
 
         def without_resets(inner, observation):

@@ -33,3 +33,36 @@ class PickTheLit(gymnasium.Env):
         reward = float(int(action) == self._lit)
         self._t += 1
         return self._observe(), reward, self._t >= self.LENGTH, False, {}
+
+
+class MaskedDictTask(gymnasium.Env):
+    """Dict observations (a uint8 image [3, 3, 1] and a float32 position [2]) and `info["action_mask"]`
+    (int8 [4], at least one legal action), all drawn from `np_random` at each reset and step. An episode
+    terminates when the drawn position[0] exceeds 0.6 (after the action) and is cut after LIMIT steps
+    (gymnasium's TimeLimit, `make_masked_dict_task`), so runs hold terminations, truncations and resets."""
+
+    LIMIT = 5
+    observation_space = gymnasium.spaces.Dict({
+        "image": gymnasium.spaces.Box(0, 255, (3, 3, 1), np.uint8),
+        "position": gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32),
+    })
+    action_space = gymnasium.spaces.Discrete(4)
+
+    def _draw(self):
+        image = self.np_random.integers(0, 256, (3, 3, 1)).astype(np.uint8)
+        position = self.np_random.uniform(-1.0, 1.0, 2).astype(np.float32)
+        mask = (self.np_random.random(4) < 0.5).astype(np.int8)
+        mask[self.np_random.integers(4)] = 1
+        return {"image": image, "position": position}, {"action_mask": mask}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._draw()
+
+    def step(self, action):
+        obs, info = self._draw()
+        return obs, float(action), bool(obs["position"][0] > 0.6), False, info
+
+
+def make_masked_dict_task():
+    return gymnasium.wrappers.TimeLimit(MaskedDictTask(), MaskedDictTask.LIMIT)

@@ -32,6 +32,7 @@ PPO = ("tests/agents/test_ppo_update.py", "tests/agents/test_ppo_loss.py", "test
 OBS_NORM = ("tests/agents/test_obs_norm.py",)
 DQN = ("tests/agents/test_dqn.py",)
 PQN = ("tests/agents/test_pqn.py",)
+MASKS = ("tests/agents/test_masking.py",)
 IMPALA = ("tests/agents/test_impala.py", "tests/agents/test_vtrace.py")
 
 MUTATIONS: tuple[Mutation, ...] = (
@@ -51,8 +52,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         '    stats = train_state.params["obs_norm"]\n'
         '    inner_state, metrics = agent.update(train_state._replace(params=train_state.params["agent"]),\n'
         '                                        normalize_trajectory(stats, traj, clip), key)\n'
-        '    stats = update_stats(stats, traj.observation)\n',
-        '    stats = update_stats(train_state.params["obs_norm"], traj.observation)\n'
+        '    stats = update_observation_stats(stats, traj.observation)\n',
+        '    stats = update_observation_stats(train_state.params["obs_norm"], traj.observation)\n'
         '    inner_state, metrics = agent.update(train_state._replace(params=train_state.params["agent"]),\n'
         '                                        normalize_trajectory(stats, traj, clip), key)\n',
         OBS_NORM, "the loss sees observations normalised by statistics the actors did not act with"),
@@ -79,8 +80,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         REANALYSE, "MuZero Reanalyse's value targets bootstrapped from the plain network values, not its search's"),
     Mutation(
         "muzero-reanalyse-online-value", "agents/muzero/reanalyse.py",
-        "_searched(config, network, target_params, windows.next_observation[rows, last]",
-        "_searched(config, network, params, windows.next_observation[rows, last]",
+        "_searched(config, network, target_params, bootstrap_states, value_key, True)",
+        "_searched(config, network, params, bootstrap_states, value_key, True)",
         REANALYSE, "MuZero Reanalyse's value searches run with the online network instead of the target network"),
     Mutation(
         "muzero-priority-without-prediction", "agents/muzero/losses.py",
@@ -160,8 +161,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         DQN, "Double DQN choosing the bootstrap action with the target network (plain DQN's overestimation)"),
     Mutation(
         "pqn-bootstrap-from-observation", "agents/pqn/agent.py",
-        "q_next = jnp.max(q_values(parts, network_params, traj.next_observation), axis=-1)",
-        "q_next = jnp.max(q_values(parts, network_params, traj.observation), axis=-1)",
+        "q_next = masked_max(q_values(parts, network_params, traj.next_observation),",
+        "q_next = masked_max(q_values(parts, network_params, traj.observation),",
         PQN, "PQN's Q(lambda) bootstrapping from Q(o_t) instead of Q(o_{t+1})"),
     Mutation(
         "pqn-truncation-as-termination", "agents/pqn/agent.py",
@@ -191,9 +192,47 @@ MUTATIONS: tuple[Mutation, ...] = (
         MUZERO + DQN, "MuZero's and DQN's target networks never following the online one (target_sgd_step)"),
     Mutation(
         "obs-norm-acting-unnormalised", "agents/obs_norm.py",
-        'return agent.act(params["agent"], actor_state, normalize(params["obs_norm"], observation, clip), key)',
+        'return agent.act(params["agent"], actor_state, normalize_observation(params["obs_norm"], observation, clip), key)',
         'return agent.act(params["agent"], actor_state, observation, key)',
         OBS_NORM, "actors acting on raw observations while the learner normalises them"),
+    # ---------------------------------------------------------------- legal-action masks (issue 58)
+    Mutation(
+        "policy-ignores-mask", "agents/unroll.py",
+        "    return masked_logits(dist_params, action_mask(observation)) if network.discrete else dist_params",
+        "    return dist_params",
+        MASKS, "PPO and IMPALA sampling illegal actions, and their losses counting them in the ratio and entropy"),
+    Mutation(
+        "epsilon-explores-illegal-actions", "agents/masking.py",
+        "        random = jax.random.categorical(action_key, jnp.where(mask, 0.0, -jnp.inf)).astype(jnp.int32)",
+        "        random = jax.random.randint(action_key, greedy.shape, 0, q.shape[-1], dtype=jnp.int32)",
+        MASKS, "PQN, DQN and R2D2 exploring illegal actions"),
+    Mutation(
+        "pqn-bootstrap-ignores-mask", "agents/pqn/agent.py",
+        "                        action_mask(traj.next_observation))",
+        "                        None)",
+        MASKS, "PQN's targets bootstrapping from an illegal action's value"),
+    Mutation(
+        "dqn-bootstrap-ignores-mask", "agents/dqn/agent.py",
+        "                                     action_mask(sample.next_observation))",
+        "                                     None)",
+        MASKS, "DQN's targets bootstrapping from an illegal action's value"),
+    Mutation(
+        "r2d2-bootstrap-ignores-mask", "agents/r2d2/losses.py",
+        "config.value_rescaling, action_mask(learned.next_observation))",
+        "config.value_rescaling, None)",
+        MASKS, "R2D2's targets bootstrapping from an illegal action's value"),
+    Mutation(
+        "muzero-root-ignores-mask", "agents/muzero/search.py",
+        "    invalid = invalid_actions(action_mask(observation))",
+        "    invalid = None",
+        MASKS, "MuZero searching, playing and targeting illegal actions"),
+    Mutation(
+        "no-legal-action-unreported", "podrl/core/finite.py",
+        "        empty = jnp.sum(~jnp.any(mask, axis=-1), dtype=jnp.float32)",
+        "        empty = jnp.zeros((), jnp.float32)",
+        ("tests/layouts/test_action_masks.py::"
+         "test_an_observation_without_a_legal_action_stops_the_run_naming_the_env",),
+        "an env whose observation allows no action trains on with an arbitrary action instead of an error"),
     # ---------------------------------------------------------------- runs that survive preemption (issue 38)
     Mutation(
         "pod-stop-is-local", "podrl/run/control.py",

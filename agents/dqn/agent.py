@@ -32,6 +32,7 @@ from podrl.agents.dqn.losses import DQNBatch, batched_q_learning_target, make_lo
 from podrl.agents.off_policy import (
     ReplayPieces, TargetLearnerState, init_target_learner, replay_update, target_sgd_step,
 )
+from podrl.agents.masking import action_mask
 from podrl.agents.optimizers import per_update_optimizer
 from podrl.agents.q_learning import QParts, init_train_state, next_params, q_agent, q_values
 from podrl.agents.returns import learner_rewards
@@ -69,10 +70,11 @@ def _init(parts: QParts, key: Array, env_spec: EnvSpec) -> TrainState:
 
 def _targets(parts: QParts, network_params, target_params, sample: replay.Transition) -> Array:
     """y `[N]` for sampled transitions: the target network values the bootstrap observation's
-    action chosen by the online network (Double DQN) or by itself (DQN)."""
+    action chosen by the online network (Double DQN) or by itself (DQN), among its legal actions."""
     q_value = q_values(parts, target_params, sample.next_observation)  # [N, A]
     q_selector = q_values(parts, network_params, sample.next_observation) if parts.config.double_dqn else q_value
-    return batched_q_learning_target(sample.reward, sample.discount, q_value, q_selector)
+    return batched_q_learning_target(sample.reward, sample.discount, q_value, q_selector,
+                                     action_mask(sample.next_observation))
 
 
 def _batch(parts: QParts, columns: int, buffer, key: Array, network_params, target_params) -> DQNBatch:

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from podrl.agents.masking import select_value
 from podrl.agents.q_learning import QNetwork
 
 if TYPE_CHECKING:
@@ -35,8 +36,10 @@ class DQNBatch(NamedTuple):
     index: Array | None = None
 
 
-def q_learning_target(r_t: Array, discount_t: Array, q_t_value: Array, q_t_selector: Array) -> Array:
-    """y = r_t + discount_t * q_t_value[argmax_a q_t_selector[a]] for one transition.
+def q_learning_target(r_t: Array, discount_t: Array, q_t_value: Array, q_t_selector: Array,
+                      mask_t: Array | None = None) -> Array:
+    """y = r_t + discount_t * q_t_value[argmax_a q_t_selector[a]] for one transition, the argmax over the
+    bootstrap observation's legal actions (`mask_t`; `podrl.agents.masking.select_value`).
 
     Args:
       r_t: `[]` the (n-step) return R_t.
@@ -44,10 +47,13 @@ def q_learning_target(r_t: Array, discount_t: Array, q_t_value: Array, q_t_selec
       q_t_value: `[A]` target-network Q values of the bootstrap observation.
       q_t_selector: `[A]` the Q values that choose the action: the online network's
         (Double DQN) or `q_t_value` itself (the max of the original DQN).
+      mask_t: bool `[A]` the bootstrap observation's legal actions, or None (all).
     """
     chex.assert_rank([r_t, discount_t, q_t_value, q_t_selector], [0, 0, 1, 1])
-    best = jnp.argmax(q_t_selector)
-    return r_t + discount_t * q_t_value[best]
+    if mask_t is None:
+        best = jnp.argmax(q_t_selector)
+        return r_t + discount_t * q_t_value[best]
+    return r_t + discount_t * select_value(q_t_value, q_t_selector, mask_t)
 
 
 batched_q_learning_target = jax.vmap(q_learning_target)

@@ -45,6 +45,7 @@ from podrl.agents.off_policy import (
 from podrl.agents.optimizers import per_update_optimizer
 from podrl.agents.q_learning import discrete_torso_input
 from podrl.agents.returns import learner_rewards
+from podrl.envs import observations
 from podrl.envs.types import EnvSpec
 from podrl.core.types import Agent, TrainState, Trajectory, no_actor_state
 
@@ -84,7 +85,7 @@ MuZeroParts = ReplayParts
 def make_network(config: MuZeroConfig, env_spec: EnvSpec) -> MuZeroNetwork:
     """The config's `MuZeroNetwork` for `env_spec`: ConfigError("env") unless actions are discrete,
     ConfigError("torso") for a torso that cannot read the observations (nothing is traced)."""
-    obs_shape, num_actions = discrete_torso_input("muzero", config.torso, env_spec)
+    obs_shape, num_actions = discrete_torso_input("muzero", config.torso, env_spec, config.torso_per_key)
     return MuZeroNetwork(obs_shape, num_actions, config.support_size, config.torso,
                          config.hidden_sizes, config.activation, config.layer_norm, config.latent_size,
                          config.dynamics_sizes, config.prediction_sizes, config.dynamics)
@@ -122,7 +123,7 @@ def agent_from_parts(parts: MuZeroParts) -> Agent:
 def example_step(env_spec: EnvSpec, search_value: bool = False) -> Step:
     """One stored `Step`'s shapes and dtypes for `env_spec` (discrete actions); `search_value`: with the
     search's root value (`value_bootstrap="search"`)."""
-    obs = jax.ShapeDtypeStruct(tuple(env_spec.observation.shape), env_spec.observation.dtype)
+    obs = observations.structs(env_spec.observation)
     scalar = jax.ShapeDtypeStruct((), jnp.float32)
     policy = jax.ShapeDtypeStruct((int(env_spec.action.num_values),), jnp.float32)
     return Step(obs, jax.ShapeDtypeStruct((), jnp.int32), scalar, scalar, jax.ShapeDtypeStruct((), jnp.bool_),
@@ -132,8 +133,7 @@ def example_step(env_spec: EnvSpec, search_value: bool = False) -> Step:
 def _init(parts: MuZeroParts, key: Array, env_spec: EnvSpec) -> TrainState:
     """Fresh params, Adam state, the target network as a copy, an empty buffer (`prioritised`: a
     `podrl.agents.prioritised.PrioritisedReplay` of the steps, a window starting at each)."""
-    obs = jnp.zeros((1,) + tuple(env_spec.observation.shape), env_spec.observation.dtype)
-    params = parts.network.init(key, obs, jnp.zeros((1,), jnp.int32))
+    params = parts.network.init(key, observations.zeros(env_spec.observation, (1,)), jnp.zeros((1,), jnp.int32))
     example = example_step(parts.env_spec, stores_search_value(parts.config))  # env_spec may be traced here
     if parts.config.prioritised:  # a window may start at every step: sequences of period 1
         buffer = prioritised.init(parts.config.buffer_size, example, 1)
@@ -162,7 +162,7 @@ def bootstrap_values(parts: MuZeroParts, target_params, windows: Step) -> Array:
     `value_bootstrap="search"`, the search root value stored with step j + 1 where that step is in the
     window and follows j in the same episode (`search_bootstrap`)."""
     n, length = windows.reward.shape
-    flat_next = windows.next_observation.reshape((n * length,) + windows.next_observation.shape[2:])
+    flat_next = jax.tree.map(lambda x: x.reshape((n * length,) + x.shape[2:]), windows.next_observation)
     root = search.root(parts.network, parts.config.support_size, target_params, flat_next)
     network = root.value.reshape(n, length)
     return search_bootstrap(windows, network) if stores_search_value(parts.config) else network
@@ -188,7 +188,8 @@ def batch_from_windows(parts: MuZeroParts, target_params, windows: Step, bootstr
     targets = jax.vmap(window_targets, in_axes=(0, 0, 0, 0, 0, None, None, None))(
         windows.reward, windows.discount, episode_end, windows.policy, bootstrap, cfg.unroll_steps, cfg.td_steps,
         cfg.gamma)
-    return MuZeroBatch(windows.observation[:, 0], windows.action[:, : cfg.unroll_steps], targets)
+    return MuZeroBatch(jax.tree.map(lambda x: x[:, 0], windows.observation), windows.action[:, : cfg.unroll_steps],
+                       targets)
 
 
 def _batch(parts: MuZeroParts, stride: int, buffer, key: Array, params, target_params) -> MuZeroBatch:

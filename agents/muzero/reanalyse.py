@@ -50,8 +50,8 @@ def bootstrap_steps(config: Any, windows: Any) -> Array:
 def _searched(config: Any, network: Any, params, observation: Array, key: Array, greedy: bool):
     """The config's search from observations `[M, S, *obs]` flattened to `[M * S, *obs]`:
     (action weights `[M, S, A]`, root values after search `[M, S]`)."""
-    lead = observation.shape[:2]
-    flat = observation.reshape((-1,) + observation.shape[2:])
+    lead = jax.tree.leaves(observation)[0].shape[:2]
+    flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), observation)
     out = without_varying_check(lambda p, o, k: search.search(config, network, p, o, k, greedy), params, flat, key)
     weights = out.action_weights.astype(jnp.float32)
     return weights.reshape(lead + weights.shape[1:]), out.search_tree.summary().value.reshape(lead)
@@ -70,10 +70,12 @@ def reanalyse(config: Any, network: Any, params, target_params, windows: Any, bo
         return windows, bootstrap
     policy_key, value_key = jax.random.split(key)
     policy_params = params if config.reanalyse_network == "online" else target_params
-    fresh_policy, _ = _searched(config, network, policy_params, windows.observation[:m, :k1], policy_key, False)
+    first_states = jax.tree.map(lambda x: x[:m, :k1], windows.observation)
+    fresh_policy, _ = _searched(config, network, policy_params, first_states, policy_key, False)
     last = bootstrap_steps(config, jax.tree.map(lambda x: x[:m], windows))  # [m, K + 1]
     rows = jnp.arange(m)[:, None]
-    _, fresh_value = _searched(config, network, target_params, windows.next_observation[rows, last], value_key, True)
+    bootstrap_states = jax.tree.map(lambda x: x[rows, last], windows.next_observation)
+    _, fresh_value = _searched(config, network, target_params, bootstrap_states, value_key, True)
     policy = windows.policy.at[:m, :k1].set(fresh_policy)
     bootstrap = bootstrap.at[rows, last].set(fresh_value)
     return windows._replace(policy=policy), bootstrap

@@ -1,7 +1,9 @@
 """Acting with search: mctx's MuZero / Gumbel MuZero policy over the learned model.
 
 `search(parts, params, observation [B, *obs], key, greedy)` runs `num_simulations` simulations
-from the represented root for the whole batch (mctx is batched natively) and returns mctx's
+from the represented root for the whole batch (mctx is batched natively), the observation's legal
+actions (its `action_mask` leaf) given to mctx as the root's `invalid_actions` (so the actions
+searched, acted and greedily chosen, and the action weights the policy targets are, are legal ones) and returns mctx's
 `PolicyOutput`: `action [B]`, `action_weights [B, A]` (the visit distribution for muzero, the
 improved policy for gumbel: the policy targets) and the search tree (its root value). Acting
 (`greedy=False`) adds the root noise (Dirichlet, Gumbel) and samples; evaluation (`greedy=True`)
@@ -19,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import mctx
 
+from podrl.agents.masking import action_mask, invalid_actions
 from podrl.agents.muzero.networks import MuZeroNetwork
 from podrl.agents.muzero.targets import logits_to_scalar
 from podrl.core.parallel import without_varying_check
@@ -57,13 +60,14 @@ def search(config: Any, network: MuZeroNetwork, params, observation: Array, key:
     """The config's search (`config.search`: muzero or gumbel) from observations `[B, *obs]`."""
     root_output = root(network, config.support_size, params, observation)
     recurrent_fn = make_recurrent_fn(network, config.support_size, config.gamma)
+    invalid = invalid_actions(action_mask(observation))  # the root's illegal actions (deeper nodes: none known)
     if config.search == "gumbel":
         return mctx.gumbel_muzero_policy(
-            params, key, root_output, recurrent_fn, config.num_simulations,
+            params, key, root_output, recurrent_fn, config.num_simulations, invalid_actions=invalid,
             max_num_considered_actions=config.max_num_considered_actions,
             gumbel_scale=0.0 if greedy else config.gumbel_scale)
     return mctx.muzero_policy(
-        params, key, root_output, recurrent_fn, config.num_simulations,
+        params, key, root_output, recurrent_fn, config.num_simulations, invalid_actions=invalid,
         dirichlet_fraction=0.0 if greedy else config.dirichlet_fraction,
         dirichlet_alpha=config.dirichlet_alpha, temperature=0.0 if greedy else config.temperature)
 

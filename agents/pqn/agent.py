@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from podrl.agents.actor_critic import finish_update, shuffled_epoch
+from podrl.agents.masking import action_mask, masked_max
 from podrl.agents.optimizers import make_optimizer
 from podrl.agents.pqn.config import PQNConfig
 from podrl.agents.pqn.losses import PQNBatch, make_loss_fn
@@ -39,7 +40,8 @@ def make_agent(config: PQNConfig, env_spec: EnvSpec, total_updates: int) -> Agen
 def q_lambda_batch(parts: QParts, network_params, traj: Trajectory) -> PQNBatch:
     """The `[T, B]` trajectory as a flat `N = T * B` batch with its Q(lambda) targets."""
     cfg = parts.config
-    q_next = jnp.max(q_values(parts, network_params, traj.next_observation), axis=-1)  # [T, B]
+    q_next = masked_max(q_values(parts, network_params, traj.next_observation),  # [T, B], legal actions only
+                        action_mask(traj.next_observation))
     target = batched_q_lambda_returns(
         r_t=learner_rewards(traj.reward, cfg.reward_clip, cfg.reward_scale),
         discount_t=cfg.gamma * traj.discount, q_t=jax.lax.stop_gradient(q_next),

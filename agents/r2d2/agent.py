@@ -40,12 +40,14 @@ from podrl.agents.off_policy import (
     ReplayParts, ReplayPieces, TargetLearnerState, init_target_learner, replay_update, target_sgd_step,
 )
 from podrl.agents.optimizers import per_update_optimizer
-from podrl.agents.q_learning import discrete_torso_input, epsilon_greedy
+from podrl.agents.masking import action_mask, epsilon_greedy, masked_argmax
+from podrl.agents.q_learning import discrete_torso_input
 from podrl.agents.r2d2.config import R2D2Config
 from podrl.agents.r2d2.losses import R2D2Batch, Step, make_loss_fn
 from podrl.agents.r2d2.networks import RecurrentQNetwork, bootstrap_q, q_unroll
 from podrl.agents.returns import learner_rewards
 from podrl.agents.unroll import reset_before
+from podrl.envs import observations
 from podrl.envs.types import EnvSpec
 from podrl.core.types import Agent, EnvColumns, TrainState, Trajectory
 
@@ -69,7 +71,7 @@ R2D2Parts = ReplayParts
 def make_network(config: R2D2Config, env_spec: EnvSpec) -> RecurrentQNetwork:
     """The config's `RecurrentQNetwork` for `env_spec`: ConfigError("env") unless actions are discrete,
     ConfigError("torso") for a torso that cannot read the observations (nothing is traced)."""
-    obs_shape, num_actions = discrete_torso_input("r2d2", config.torso, env_spec)
+    obs_shape, num_actions = discrete_torso_input("r2d2", config.torso, env_spec, config.torso_per_key)
     return RecurrentQNetwork(obs_shape, num_actions, config.torso, config.hidden_sizes,
                              config.activation, config.layer_norm, config.core, config.core_size, config.dueling,
                              config.head_hidden)
@@ -117,19 +119,20 @@ def init_actor_state(parts: R2D2Parts, batch_size: int, columns: EnvColumns | No
 def act(parts: R2D2Parts, params, actor_state: R2D2ActorState, observation: Array, key: Array):
     """`Agent.act`: each row epsilon-greedy with its own epsilon; extra "core_state" (the carry acted from)."""
     q, carry = parts.network.apply(params, observation, actor_state.carry)
-    action = epsilon_greedy(key, q, actor_state.epsilon)
+    action = epsilon_greedy(key, q, actor_state.epsilon, action_mask(observation))
     return action, {"core_state": actor_state.carry}, R2D2ActorState(carry, actor_state.epsilon)
 
 
 def act_greedy(parts: R2D2Parts, params, actor_state: R2D2ActorState, observation: Array):
-    """`Agent.act_greedy`: argmax_a Q(o, a) `[B]` with the core carried on, the evaluation policy."""
+    """`Agent.act_greedy`: argmax_a Q(o, a) `[B]` over the legal actions, with the core carried on, the
+    evaluation policy."""
     q, carry = parts.network.apply(params, observation, actor_state.carry)
-    return jnp.argmax(q, axis=-1).astype(jnp.int32), actor_state._replace(carry=carry)
+    return masked_argmax(q, action_mask(observation)), actor_state._replace(carry=carry)
 
 
 def example_step(env_spec: EnvSpec) -> Step:
     """One stored `Step`'s shapes and dtypes for `env_spec` (discrete actions)."""
-    obs = jax.ShapeDtypeStruct(tuple(env_spec.observation.shape), env_spec.observation.dtype)
+    obs = observations.structs(env_spec.observation)
     scalar = jax.ShapeDtypeStruct((), jnp.float32)
     return Step(obs, jax.ShapeDtypeStruct((), jnp.int32), scalar, scalar, jax.ShapeDtypeStruct((), jnp.bool_), obs)
 
@@ -137,7 +140,7 @@ def example_step(env_spec: EnvSpec) -> Step:
 def _init(parts: R2D2Parts, key: Array, env_spec: EnvSpec) -> TrainState:
     """Fresh params, Adam state, the target network as a copy, an empty replay."""
     cfg = parts.config
-    params = parts.network.init(key, jnp.zeros((1,) + tuple(env_spec.observation.shape), env_spec.observation.dtype))
+    params = parts.network.init(key, observations.zeros(env_spec.observation, (1,)))
     carry = jax.tree.map(lambda x: x[0], zero_carry(cfg.core, cfg.core_size, 1))
     buffer = prioritised.init(cfg.buffer_size, example_step(parts.env_spec), cfg.sequence_period, carry)
     return TrainState(params, init_target_learner(parts.optimizer.init(params), params), jnp.zeros((), jnp.int32),
@@ -166,7 +169,7 @@ def _batch(parts: R2D2Parts, columns: int, buffer: prioritised.PrioritisedReplay
                              reset_before(window.episode_end))
     burn = cfg.burn_in
     target_q = bootstrap_q(network, target_params, q[burn:], jax.tree.map(lambda x: x[burn:], next_carry),
-                           window.next_observation[burn:], window.truncated[burn:])
+                           jax.tree.map(lambda x: x[burn:], window.next_observation), window.truncated[burn:])
     weight = prioritised.importance_weights(drawn.probability, cfg.importance_exponent)
     return R2D2Batch(window, drawn.start_state, weight, drawn.index, target_q)
 

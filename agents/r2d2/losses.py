@@ -23,6 +23,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from podrl.agents.masking import action_mask, select_value
 from podrl.agents.prioritised import sequence_priority
 from podrl.agents.r2d2.networks import RecurrentQNetwork, bootstrap_q, q_unroll
 from podrl.agents.replay import n_step_targets
@@ -76,7 +77,7 @@ class R2D2Batch(NamedTuple):
 
 
 def n_step_q_targets(r_t: Array, discount_t: Array, episode_end_t: Array, q_target_t: Array, q_selector_t: Array,
-                     n: int, gamma: float, rescale: bool) -> Array:
+                     n: int, gamma: float, rescale: bool, mask_t: Array | None = None) -> Array:
     """y `[m]`: the n-step double-Q targets of one sequence's m learned steps (module docstring).
 
     Args:
@@ -85,11 +86,16 @@ def n_step_q_targets(r_t: Array, discount_t: Array, episode_end_t: Array, q_targ
       q_selector_t: `[m, A]` the Q values that pick the bootstrap action (the online network's for
         double Q, `q_target_t` for the max).
       n: steps of reward; gamma: the discount; rescale: y = h(R + w h^-1(Q)) instead of R + w Q.
+      mask_t: bool `[m, A]` the legal actions of o'_t (its `action_mask`): the bootstrap action is the
+        best legal one (`podrl.agents.masking.select_value`); None: every action.
     """
     chex.assert_rank([r_t, discount_t, episode_end_t, q_target_t, q_selector_t], [1, 1, 1, 2, 2])
     ret, weight, last = n_step_targets(r_t, discount_t, episode_end_t, n, gamma)
-    best = jnp.argmax(q_selector_t[last], axis=-1)
-    bootstrap = jnp.take_along_axis(q_target_t[last], best[:, None], axis=-1)[:, 0]
+    if mask_t is None:
+        best = jnp.argmax(q_selector_t[last], axis=-1)
+        bootstrap = jnp.take_along_axis(q_target_t[last], best[:, None], axis=-1)[:, 0]
+    else:
+        bootstrap = select_value(q_target_t[last], q_selector_t[last], mask_t[last])
     if not rescale:
         return ret + weight * bootstrap
     return value_transform(ret + weight * inverse_value_transform(bootstrap))
@@ -102,9 +108,10 @@ def online_q(config: R2D2Config, network: RecurrentQNetwork, params: Any, batch:
     reset = reset_before(window.episode_end)
     carry = batch.start_state
     if burn:
-        _, burned = q_unroll(network, jax.lax.stop_gradient(params), carry, window.observation[:burn], reset[:burn])
+        burn_obs = jax.tree.map(lambda x: x[:burn], window.observation)
+        _, burned = q_unroll(network, jax.lax.stop_gradient(params), carry, burn_obs, reset[:burn])
         carry = jax.lax.stop_gradient(jax.tree.map(lambda x: x[-1], burned))
-    return q_unroll(network, params, carry, window.observation[burn:], reset[burn:])
+    return q_unroll(network, params, carry, jax.tree.map(lambda x: x[burn:], window.observation), reset[burn:])
 
 
 def learned_q_and_targets(config: R2D2Config, network: RecurrentQNetwork, params: Any,
@@ -118,9 +125,9 @@ def learned_q_and_targets(config: R2D2Config, network: RecurrentQNetwork, params
         selector = bootstrap_q(network, *fixed, learned.next_observation, learned.truncated)
     else:
         selector = batch.target_q
-    targets = jax.vmap(n_step_q_targets, in_axes=(1, 1, 1, 1, 1, None, None, None), out_axes=1)
+    targets = jax.vmap(n_step_q_targets, in_axes=(1, 1, 1, 1, 1, None, None, None, 1), out_axes=1)
     y = targets(learned.reward, learned.discount, learned.episode_end, batch.target_q, selector,
-                config.n_step, config.gamma, config.value_rescaling)
+                config.n_step, config.gamma, config.value_rescaling, action_mask(learned.next_observation))
     q_taken = jnp.take_along_axis(q, learned.action[:, :, None], axis=-1)[..., 0]
     return q_taken, jax.lax.stop_gradient(y)
 

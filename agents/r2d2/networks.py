@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from podrl.agents.cores import CELLS, Carry, zero_carry
 from podrl.agents.torsos import make_torso
 from podrl.agents.unroll import shifted_bootstrap, unroll_core
+from podrl.envs.observations import batch_size
 
 Array = jax.Array
 
@@ -64,7 +65,7 @@ class RecurrentQNetwork(nn.Module):
 
     def __call__(self, observation: Array, carry: Carry | None = None) -> tuple[Array, Carry]:
         if carry is None:
-            carry = zero_carry(self.core, self.core_size, observation.shape[0])
+            carry = zero_carry(self.core, self.core_size, batch_size(observation))
         carry, output = self.core_step(carry, self.features(observation))
         return self.heads(output), carry
 
@@ -97,10 +98,10 @@ def bootstrap_q(network: RecurrentQNetwork, params: Any, q: Array, next_carry: C
     step where an episode was truncated inside or at the last step (`q`: the unroll's `[T, N, A]`)."""
 
     def q_of(steps: slice) -> Array:
-        obs, carry = next_observation[steps], jax.tree.map(lambda x: x[steps], next_carry)
-        t, n = obs.shape[:2]
+        obs, carry = jax.tree.map(lambda x: x[steps], (next_observation, next_carry))
+        t, n = jax.tree.leaves(obs)[0].shape[:2]
         flat = lambda x: x.reshape((t * n,) + x.shape[2:])  # noqa: E731
-        values, _ = network.apply(params, flat(obs), jax.tree.map(flat, carry))
+        values, _ = network.apply(params, jax.tree.map(flat, obs), jax.tree.map(flat, carry))
         return values.reshape(t, n, -1)
 
     return shifted_bootstrap(q, truncated, q_of)

@@ -1,7 +1,8 @@
 """`DmEnvVectorEnv`: a batch of `dm_env.Environment`s as a podrl `HostVectorEnv`.
 
 The envs are stepped one after the other in a Python loop and their results
-stacked into `[B]`-leading numpy arrays (see `podrl.envs.host`).
+stacked into `[B]`-leading numpy arrays (see `podrl.envs.host`); a nested observation spec
+(dm_env specs in dicts, tuples or lists) is stacked leaf by leaf (`podrl.envs.observations`).
 
 dm_env has no `terminated`/`truncated` flags; it encodes the end of an episode
 in the discount of the LAST timestep:
@@ -23,11 +24,12 @@ the envs for a new seed; otherwise the seed cannot reach the envs and is ignored
 from __future__ import annotations
 
 import inspect
-from typing import Callable
+from typing import Any, Callable
 
 import dm_env
 import numpy as np
 
+from podrl.envs import observations
 from podrl.envs.adapters.specs import EpisodeTracker, convert_action_spec, convert_observation_spec
 from podrl.envs.types import ActionSpec, ObservationSpec, TimeStep
 
@@ -116,5 +118,11 @@ class DmEnvVectorEnv:
             raise RuntimeError(f"{type(env).__name__}.reset returned step_type {ts.step_type}, not FIRST")
         return ts
 
-    def _stack(self, observations: list) -> np.ndarray:
-        return np.stack([np.asarray(o) for o in observations]).astype(self._observation_spec.dtype, copy=False)
+    def _stack(self, per_env: list) -> Any:
+        """`[B, ...]` arrays of the envs' observations, leaf by leaf for a nested spec (dicts, tuples)."""
+        spec = self._observation_spec
+        if not observations.is_nested(spec):
+            return np.stack([np.asarray(o) for o in per_env]).astype(spec.dtype, copy=False)
+        trees = [observations.as_tree(o) for o in per_env]
+        return observations.map_spec_with(
+            lambda leaf, *xs: np.stack([np.asarray(x) for x in xs]).astype(leaf.dtype, copy=False), spec, *trees)

@@ -17,6 +17,10 @@ Shapes: `B = num_envs`; actions `[B, *action_shape]`; every returned array is
 `[B]`-leading numpy (observation `[B, *obs_shape]`, floating obs as float32).
 `terminated` wins over `truncated` when an env reports both.
 
+Observations may be nested (gymnasium `Dict` / `Tuple` spaces: dicts / tuples of `[B]`-leading
+arrays, `podrl.envs.observations`). An env that reports `info["action_mask"]` (Taxi-v4) has it
+joined to its observations as their `action_mask` leaf (`podrl.envs.adapters.info_mask`).
+
 With `episodic_life=True` (Atari's "dqn" protocol, `podrl.envs.adapters.atari`) a step
 in which `infos["lives"]` drops while the game goes on is a MID step with
 discount 0: the learning episode ends there, the game and its running
@@ -29,9 +33,13 @@ import functools
 from typing import Any, Callable
 
 import gymnasium
+import jax
 import numpy as np
+from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
+from podrl.envs import observations
+from podrl.envs.adapters import info_mask
 from podrl.envs.adapters.atari import life_lost
 from podrl.envs.adapters.specs import EnvSpecMismatchError, EpisodeTracker, convert_action_spec, convert_observation_spec
 from podrl.envs.types import ActionSpec, ObservationSpec, TimeStep
@@ -103,6 +111,9 @@ def explain_single_env(factory: Callable[[], gymnasium.Env], method: str, seed: 
     except Exception:  # noqa: BLE001 - nothing to explain with
         return None
     space, name = env.observation_space, type(env.unwrapped).__name__
+    if isinstance(space, (spaces.Dict, spaces.Tuple)):  # nested: the batch copy names the leaf itself
+        env.close()
+        return None
     try:
         obs, _ = env.reset(seed=seed)
         for i in range(steps + 1 if method == "step" else 1):
@@ -163,6 +174,8 @@ class GymnasiumVectorEnv:
       autoreset_mode: the mode to build with (SAME_STEP is the cheapest here).
       context: multiprocessing start method for "async": "spawn" or "forkserver".
       episodic_life: a drop of `infos["lives"]` ends the learning episode (discount 0, see module doc).
+      info_action_mask: join `info["action_mask"]` to the observations (module doc); None: if the envs
+        report it on reset (`info_mask.reports_info_mask`; a VectorEnv other than SyncVectorEnv: False).
       **make_kwargs: passed to `gymnasium.make` for an id.
 
     Attributes:
@@ -178,6 +191,7 @@ class GymnasiumVectorEnv:
         autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
         context: str = "spawn",
         episodic_life: bool = False,
+        info_action_mask: bool | None = None,
         **make_kwargs: Any,
     ):
         self.episodic_life = episodic_life
@@ -195,8 +209,13 @@ class GymnasiumVectorEnv:
         self.num_envs = int(self.env.num_envs)
         self.autoreset_mode = _autoreset_mode(self.env)
         _check_known_bugs(self.env, self.autoreset_mode)
-        self._observation_spec = convert_observation_spec(self.env.single_observation_space)
+        self._raw_spec = convert_observation_spec(self.env.single_observation_space)
         self._action_spec = convert_action_spec(self.env.single_action_space)
+        if info_action_mask is None:
+            info_action_mask = info_mask.reports_info_mask(self.env, self._single)
+        self._info_mask = bool(info_action_mask) and hasattr(self._action_spec, "num_values")
+        self._observation_spec = (info_mask.with_mask_spec(self._raw_spec, self._action_spec.num_values)
+                                  if self._info_mask else self._raw_spec)
         self._action_dtype = self.env.single_action_space.dtype
         self._tracker = EpisodeTracker(self.num_envs)
         self.infos: dict[str, Any] = {}
@@ -212,7 +231,8 @@ class GymnasiumVectorEnv:
         """Resets every env (env i seeded with `seed + i` by gymnasium); FIRST timesteps."""
         obs, self.infos = self._reset_env(seed)
         self._lives = self._info_lives() if self.episodic_life else None
-        return self._tracker.first(self._rows(self._obs(obs), self.infos))
+        mask = self._mask(self.infos, "reset")
+        return self._tracker.first(self._join(self._tree_rows(self._obs(obs), self.infos), mask))
 
     def step(self, actions: np.ndarray) -> TimeStep:
         """Steps every env with `actions` `[B, ...]`; ended envs are already reset."""
@@ -238,20 +258,22 @@ class GymnasiumVectorEnv:
         actions, self._pending = self._pending, None
         _, finish = _async_pair(self.env)
         obs, reward, terminated, truncated, self.infos = finish() if finish is not None else self.env.step(actions)
-        obs, reward, terminated, truncated = (
-            self._rows(np.asarray(x), self.infos) for x in (self._obs(obs), reward, terminated, truncated)
-        )
+        obs = self._tree_rows(self._obs(obs), self.infos)
+        reward, terminated, truncated = (self._rows(np.asarray(x), self.infos) for x in (reward, terminated, truncated))
         terminated, truncated = terminated.astype(bool), truncated.astype(bool)
         ended = terminated | truncated
+        mask = self._mask(self.infos, "step")
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            next_obs = self._final_obs(obs, ended)
+            next_obs, next_mask = self._final_obs(obs, ended), self._final_mask(mask, ended)
         else:
-            next_obs, obs = obs, (self._reset_ended(obs, ended) if ended.any() else obs)
+            next_obs, next_mask = obs, mask
+            obs, mask = self._reset_ended(obs, mask, ended) if ended.any() else (obs, mask)
         lost = None
         if self.episodic_life:
             lives = self._info_lives()
             lost, self._lives = life_lost(self._lives, lives, ended), lives
-        return self._tracker.transition(obs, next_obs, reward, terminated, truncated, lost)
+        return self._tracker.transition(self._join(obs, mask), self._join(next_obs, next_mask), reward, terminated,
+                                        truncated, lost)
 
     def close(self) -> None:
         self.env.close()
@@ -274,9 +296,39 @@ class GymnasiumVectorEnv:
             raise RuntimeError(f"{type(self.env).__name__} reports no infos['lives']: episodic life needs them")
         return self._rows(np.asarray(lives), self.infos).copy()
 
-    def _obs(self, obs: Any) -> np.ndarray:
-        """A fresh `[B, *obs_shape]` array of the spec dtype (never the env's own buffer)."""
-        return np.array(obs, dtype=self._observation_spec.dtype, copy=True)
+    def _obs(self, obs: Any) -> Any:
+        """Fresh `[B, *obs_shape]` arrays of the spec dtypes (never the env's own buffer), leaf by leaf
+        for a nested observation (without the info mask: `_join` adds it)."""
+        if not observations.is_nested(self._raw_spec):
+            return np.array(obs, dtype=self._raw_spec.dtype, copy=True)
+        return observations.map_spec_with(lambda spec, x: np.array(x, dtype=spec.dtype, copy=True),
+                                          self._raw_spec, observations.as_tree(obs))
+
+    def _tree_rows(self, obs: Any, infos: dict) -> Any:
+        """`_rows` of every leaf of an observation."""
+        return jax.tree.map(lambda x: self._rows(x, infos), obs)
+
+    def _mask(self, infos: Any, where: str) -> np.ndarray | None:
+        """`[B, A]` bool legal actions of the observations `infos` came with (None without an info mask)."""
+        if not self._info_mask:
+            return None
+        name = type(self.env).__name__
+        mask, present = info_mask.batch_mask(infos, self.num_envs, self._action_spec.num_values, name)
+        info_mask.require_all(present, name, where)
+        return self._rows(mask, infos)
+
+    def _final_mask(self, mask: np.ndarray | None, ended: np.ndarray) -> np.ndarray | None:
+        """`mask` with the rows of `ended` envs replaced by their final step's (SAME_STEP `infos["final_info"]`)."""
+        if mask is None or not ended.any():
+            return mask
+        final = self.infos.get("final_info", {})
+        final_mask, present = info_mask.batch_mask(final, self.num_envs, self._action_spec.num_values,
+                                                   type(self.env).__name__)
+        info_mask.require_all(present | ~ended, type(self.env).__name__, "final step")
+        return np.where(ended[:, None], self._rows(final_mask, self.infos), mask)
+
+    def _join(self, obs: Any, mask: np.ndarray | None) -> Any:
+        return obs if mask is None else info_mask.join(obs, mask)
 
     def _rows(self, x: np.ndarray, infos: dict) -> np.ndarray:
         """`x` ordered by env index (batched backends such as envpool report `infos['env_id']`)."""
@@ -293,14 +345,23 @@ class GymnasiumVectorEnv:
         final = self.infos.get("final_obs")
         if final is None:
             raise RuntimeError(f"{type(self.env).__name__} (SAME_STEP) ended envs without infos['final_obs']")
-        final = self._rows(np.asarray(final), self.infos)  # object array with None rows, or stacked
-        next_obs = obs.copy()
+        if not observations.is_nested(self._raw_spec):
+            final = self._rows(np.asarray(final), self.infos)  # object array with None rows, or stacked
+            next_obs = obs.copy()
+            for i in np.flatnonzero(ended):
+                next_obs[i] = final[i]
+            return next_obs
+        next_obs = jax.tree.map(np.copy, obs)
+        stacked = not (isinstance(final, np.ndarray) and final.dtype == object)
+        final = self._tree_rows(self._obs(final), self.infos) if stacked else self._rows(final, self.infos)
         for i in np.flatnonzero(ended):
-            next_obs[i] = final[i]
+            row = jax.tree.map(lambda x: x[i], final) if stacked else observations.as_tree(final[i])
+            for target, value in zip(jax.tree.leaves(next_obs), jax.tree.leaves(row), strict=True):
+                target[i] = value
         return next_obs
 
-    def _reset_ended(self, obs: np.ndarray, ended: np.ndarray) -> np.ndarray:
-        """`obs` with the rows of `ended` envs replaced by their reset observations."""
+    def _reset_ended(self, obs: Any, mask: np.ndarray | None, ended: np.ndarray) -> tuple[Any, np.ndarray | None]:
+        """`obs` (and the info `mask`) with the rows of `ended` envs replaced by their reset observations."""
         name, mode = type(self.env).__name__, self.autoreset_mode.name
         try:
             reset_obs, infos = self.env.reset(options={"reset_mask": ended.copy()})
@@ -311,19 +372,27 @@ class GymnasiumVectorEnv:
                 "Support reset_mask (gymnasium >= 1.1 vector envs do) or use AutoresetMode.SAME_STEP"
             ) from e
         reset_obs = self._obs(reset_obs)
+        count = observations.batch_size(reset_obs)
         ids = infos.get("env_id") if isinstance(infos, dict) else None
-        if ids is not None and len(ids) == len(reset_obs):
+        if ids is not None and len(ids) == count:
             rows = np.asarray(ids)
-        elif len(reset_obs) == self.num_envs:
+        elif count == self.num_envs:
             rows = np.arange(self.num_envs)
-        elif len(reset_obs) == ended.sum():
+        elif count == ended.sum():
             rows = np.flatnonzero(ended)
         else:
-            raise ResetMaskError(f"{name}.reset(reset_mask) returned {len(reset_obs)} rows for {ended.sum()} envs")
+            raise ResetMaskError(f"{name}.reset(reset_mask) returned {count} rows for {ended.sum()} envs")
         selected = ended[rows]
         kept = rows[~selected]
-        if not np.array_equal(reset_obs[~selected], obs[kept], equal_nan=np.issubdtype(obs.dtype, np.floating)):
+        if not all(np.array_equal(new[~selected], old[kept], equal_nan=np.issubdtype(old.dtype, np.floating))
+                   for new, old in zip(jax.tree.leaves(reset_obs), jax.tree.leaves(obs), strict=True)):
             raise ResetMaskError(f"{name}.reset(options={{'reset_mask': ...}}) changed envs outside the mask: it ignores reset_mask")
-        obs = obs.copy()
-        obs[rows[selected]] = reset_obs[selected]
-        return obs
+        obs = jax.tree.map(np.copy, obs)
+        for target, value in zip(jax.tree.leaves(obs), jax.tree.leaves(reset_obs), strict=True):
+            target[rows[selected]] = value[selected]
+        if mask is not None:
+            reset_mask, present = info_mask.batch_mask(infos, count, mask.shape[1], name)
+            info_mask.require_all(present[selected], name, "reset")
+            mask = mask.copy()
+            mask[rows[selected]] = reset_mask[selected]
+        return obs, mask

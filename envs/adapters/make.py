@@ -27,7 +27,9 @@ from podrl.envs.adapters.dm_env import DmEnvVectorEnv
 from podrl.envs.adapters.gymnasium import GymnasiumVectorEnv
 from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.envs.host import HostVectorEnv
-from podrl.envs.registry import ImportPathError, UnknownEnvError, check_name, import_path, import_user_module, make
+from podrl.envs.registry import (ImportPathError, UnknownEnvError, check_name, close_names, import_path,
+                                 import_user_module, make, registered)
+from podrl.envs.types import JaxEnv
 
 FORMS = schemes.expected("sebulba")
 """The names `make_host_env` takes, as its errors list them."""
@@ -65,10 +67,22 @@ def _from_user_factory(name: str, factory: Callable, num_envs: int, seed: int, v
         if made.num_envs != num_envs:
             raise ValueError(f"env {name!r}: the factory made {made.num_envs} envs, asked for {num_envs}")
         return made
+    hint = ""
+    if isinstance(made, JaxEnv):
+        hint = (f"; it is a JAX env (reset(key), step(state, action)): 'jax:{name}' steps it on the host, "
+                "as the anakin layout runs it on the device")
     raise UnknownEnvError(
         f"env {name!r}: the factory returned {type(made).__name__}, expected a gymnasium.Env, a "
-        "gymnasium.vector.VectorEnv, a dm_env.Environment or a HostVectorEnv"
+        f"gymnasium.vector.VectorEnv, a dm_env.Environment or a HostVectorEnv{hint}"
     )
+
+
+def _close_ids(name: str) -> str:
+    """" (did you mean ...?)" naming the gymnasium ids closest to `name`; for one of podrl's JAX ids, its
+    host form 'jax:<id>'."""
+    if name in registered():
+        return f" (podrl's JAX env {name!r} is 'jax:{name}' on the host)"
+    return close_names(name, gymnasium.registry)
 
 
 def _gymnasium_id(name: str) -> bool:
@@ -96,7 +110,8 @@ def make_host_env(
     prefix, _, rest = name.partition(":")
     if not rest:  # no colon: a gymnasium id
         if not _gymnasium_id(name):
-            raise UnknownEnvError(f"unknown env {name!r}: not a registered gymnasium id; expected {FORMS}")
+            raise UnknownEnvError(f"unknown env {name!r}: not a registered gymnasium id{_close_ids(name)}; "
+                                  f"expected {FORMS}")
         return GymnasiumVectorEnv(name, num_envs, vectorization=vectorization, **kwargs)
     module_name = prefix
     try:

@@ -2,8 +2,11 @@
 
 * `convert_observation_spec` / `convert_action_spec` turn a gymnasium space or a
   dm_env spec into the dm_env spec of ONE env (floating observations become
-  float32; Discrete -> `DiscreteArray` int32, Box -> `BoundedArray`). Anything
-  else raises `UnsupportedSpaceError` naming the space.
+  float32; Discrete -> `DiscreteArray` int32, Box -> `BoundedArray`, MultiBinary ->
+  `BoundedArray` int8 in [0, 1]). An observation may be nested: gymnasium `Dict` / `Tuple`
+  spaces and dm_env specs nested in dicts, tuples or lists become the same tree of leaf specs
+  (dicts, tuples: `podrl.envs.observations`). Anything else raises `UnsupportedSpaceError`
+  naming the space.
 * `EpisodeTracker` builds the batched numpy `TimeStep`s every adapter returns
   (see `podrl.envs.host`), keeping running episode returns/lengths exactly like
   `podrl.envs.wrappers.EpisodeStats` (float32 sum, int32 count, zeroed after LAST).
@@ -14,12 +17,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Callable
 
+import jax
 import numpy as np
 from dm_env import specs
 from gymnasium import spaces
 
+from podrl.envs import observations
 from podrl.envs.host import EXTRAS_KEYS, HostVectorEnv
 from podrl.envs.types import FIRST, LAST, MID, ActionSpec, ObservationSpec, TimeStep
 from podrl.envs.errors import UserInputError
@@ -46,7 +52,8 @@ class EnvSpecMismatchError(UserInputError, ValueError):
 
 # ---------------------------------------------------------------- spec conversion
 
-_SUPPORTED = "Discrete (start=0) and Box"
+_SUPPORTED = {"observation": "Discrete (start=0), Box, MultiBinary, and Dict / Tuple of those",
+              "action": "Discrete (start=0) and Box"}
 
 
 def _obs_dtype(dtype: Any) -> np.dtype:
@@ -58,7 +65,7 @@ def _obs_dtype(dtype: Any) -> np.dtype:
 def _unsupported(role: str, space: Any, hint: str = "") -> UnsupportedSpaceError:
     return UnsupportedSpaceError(
         f"{role} space {space!r} ({type(space).__name__}) is not supported: host envs support "
-        f"{_SUPPORTED} gymnasium spaces and flat dm_env specs{hint}"
+        f"{_SUPPORTED[role]} gymnasium spaces and {'nested' if role == 'observation' else 'flat'} dm_env specs{hint}"
     )
 
 
@@ -76,17 +83,30 @@ def _discrete_spec(space: spaces.Discrete, role: str, name: str) -> specs.Discre
 
 
 def convert_observation_spec(space: Any, name: str = "observation") -> ObservationSpec:
-    """dm_env spec of one observation from a gymnasium space or a dm_env spec.
+    """dm_env spec of one observation from a gymnasium space or a dm_env spec (nested or not).
 
-    Box -> BoundedArray (floating dtypes become float32), Discrete -> DiscreteArray
-    int32, a flat dm_env `Array` is passed through (floating -> float32).
+    Box -> BoundedArray (floating dtypes become float32), Discrete -> DiscreteArray int32,
+    MultiBinary -> BoundedArray int8 in [0, 1]; a `Dict` space -> a dict of their specs (by key),
+    a `Tuple` space -> a tuple; a dm_env `Array` is passed through (floating -> float32), and dm_env
+    specs nested in dicts, tuples or lists keep their structure (dicts, tuples).
     """
+    if isinstance(space, spaces.Dict):
+        return {key: convert_observation_spec(sub, str(key)) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(convert_observation_spec(sub, f"{name}_{i}") for i, sub in enumerate(space.spaces))
     if isinstance(space, spaces.Box):
         return _box_spec(space, name)
     if isinstance(space, spaces.Discrete):
         return _discrete_spec(space, "observation", name)
+    if isinstance(space, spaces.MultiBinary):
+        return specs.BoundedArray(tuple(np.atleast_1d(space.n)), np.int8, 0, 1, name=name)
     if isinstance(space, specs.Array):
         return space.replace(dtype=_obs_dtype(space.dtype))
+    if isinstance(space, Mapping):
+        return {key: convert_observation_spec(sub, str(key)) for key, sub in space.items()}
+    if isinstance(space, (tuple, list)) and space:
+        converted = [convert_observation_spec(sub, f"{name}_{i}") for i, sub in enumerate(space)]
+        return type(space)(*converted) if hasattr(space, "_fields") else tuple(converted)
     hint = " (flatten it, e.g. gymnasium.wrappers.FlattenObservation)" if isinstance(space, spaces.Space) else ""
     raise _unsupported("observation", space, hint)
 
@@ -216,11 +236,23 @@ class _Checker:
         if x.dtype != np.dtype(dtype):
             self.fail(method, f"{field} dtype", np.dtype(dtype), x.dtype)
 
+    def observation(self, method: str, field: str, x: Any) -> None:
+        """`x` is a batch `[B]` of observations of the spec: leaf by leaf for a nested one."""
+        expected = observations.structs(self.obs_spec, (self.b,))
+        if not observations.is_nested(self.obs_spec):
+            return self.array(method, field, x, expected.shape, expected.dtype)
+        if jax.tree.structure(x) != jax.tree.structure(expected):
+            self.fail(method, f"{field} structure", jax.tree.structure(expected), jax.tree.structure(x))
+        got, want = observations.keyed_leaves(x), observations.keyed_leaves(expected)
+        for key, like in want.items():
+            name = f"{field}[{key!r}]" if key else field
+            self.array(method, name, got[key], like.shape, like.dtype)
+
     def timestep(self, method: str, ts: Any, step_types: tuple[int, ...]) -> None:
         if not isinstance(ts, TimeStep):
             self.fail(method, "return type", "podrl.envs.types.TimeStep", type(ts).__name__)
-        b, obs_shape = (self.b,), (self.b, *self.obs_spec.shape)
-        self.array(method, "observation", ts.observation, obs_shape, self.obs_spec.dtype)
+        b = (self.b,)
+        self.observation(method, "observation", ts.observation)
         self.array(method, "step_type", ts.step_type, b, np.int32)
         bad = sorted(set(np.unique(ts.step_type).tolist()) - set(step_types))
         if bad:
@@ -236,7 +268,7 @@ class _Checker:
         if missing:
             self.fail(method, "extras keys", f"{list(EXTRAS_KEYS)} (missing {missing})", sorted(ts.extras))
         e, b = ts.extras, (self.b,)
-        self.array(method, "extras['next_obs']", e["next_obs"], (self.b, *self.obs_spec.shape), self.obs_spec.dtype)
+        self.observation(method, "extras['next_obs']", e["next_obs"])
         self.array(method, "extras['truncated']", e["truncated"], b, np.bool_)
         self.array(method, "extras['episode_return']", e["episode_return"], b, np.float32)
         self.array(method, "extras['episode_length']", e["episode_length"], b, np.int32)

@@ -80,7 +80,7 @@ class AnakinProgram:
                                 functools.partial(self.compiled.train_call, state, first, self.limit))
         summary = summarize_call(metrics)  # device_get blocks until done
         inputs = jax.device_get(metrics.inputs)
-        check_training(summary, inputs, first, last, self._members(inputs))
+        check_training(summary, inputs, first, last, self._members(inputs), env=self.config.env)
         self.call_start = first
         summary["sps"] = self.env_steps_of(last - first) / (time.perf_counter() - t0)
         return state, summary

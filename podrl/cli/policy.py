@@ -186,11 +186,13 @@ def trained_spec(name: str, layout: str, fallback: EvalEnv, options: dict[str, A
 
 def check_spec(trained: Any, evaluated: EvalEnv) -> None:
     """Raises PolicyError if the eval env's observations/actions do not fit the trained params."""
+    from podrl.envs.observations import describe as describe_observation
+
     def describe(spec) -> str:
         action = spec.action
         actions = (f"{action.num_values} discrete actions" if hasattr(action, "num_values")
                    else f"actions of shape {tuple(action.shape)} ({np.dtype(action.dtype).name})")
-        return f"observation shape {tuple(spec.observation.shape)} and {actions}"
+        return f"observation {describe_observation(spec.observation)} and {actions}"
 
     if describe(trained) != describe(evaluated.spec):
         raise PolicyError(f"env {evaluated.name!r} has {describe(evaluated.spec)}; the checkpoint was "

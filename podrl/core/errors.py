@@ -14,8 +14,8 @@ from podrl.envs.errors import ConfigError, UserInputError
 
 
 __all__ = [
-    "UserInputError", "ConfigError", "NonFiniteError", "is_int", "require_int", "require_number", "require_choice",
-    "require_bool",
+    "UserInputError", "ConfigError", "NonFiniteError", "NoLegalActionError", "is_int", "require_int", "require_number",
+    "require_choice", "require_bool",
 ]
 
 
@@ -64,3 +64,10 @@ class NonFiniteError(UserInputError, FloatingPointError):
     """A loss, a metric or an input from the env became NaN/Inf; training stopped (`podrl.core.finite`)."""
 
     label = "non-finite value"
+
+
+class NoLegalActionError(UserInputError, ValueError):
+    """The env gave an observation to act on whose `action_mask` allows no action; training stopped as for a
+    `NonFiniteError` (`podrl.core.finite.check_legal_actions`)."""
+
+    label = "no legal action"

@@ -2,7 +2,10 @@
 checks that stop a run naming the first thing that went NaN/Inf and where it came from.
 
 A NaN reward makes the loss NaN a few ops later; the error names the reward (the cause) before
-the metric (the symptom). Training rollouts are counted on device, inside the compiled program
+the metric (the symptom). An observation whose legal-action mask (`podrl.envs.observations.action_mask`)
+allows no action is counted the same way: no agent can act on it, so the run stops naming the env and
+the update (a terminal observation may have an all-False mask: it is only a bootstrap state, never
+acted on, and is not counted). Training rollouts are counted on device, inside the compiled program
 (`count_nonfinite`, a `[T, B]` reduction); evaluation episodes carry per-episode flags
 (`podrl.run.evaluation.EvalResult`).
 """
@@ -15,23 +18,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from podrl.core.errors import NonFiniteError
+from podrl.core.errors import NoLegalActionError, NonFiniteError
+from podrl.envs.observations import action_mask
 
 NO_UPDATE = np.iinfo(np.int32).max
 """`InputCounts.first_update` when no rollout had a non-finite input."""
 
 
 class InputCounts(NamedTuple):
-    """Env steps whose reward / observation was non-finite (NaN or +-Inf)."""
+    """Env steps whose reward / observation was non-finite (NaN or +-Inf), or whose mask allowed no action."""
 
     reward: Any  # float32 [] (or [S], [threads] on the host): steps with a non-finite reward
     observation: Any  # float32 [] ...: steps with a non-finite float observation
     first_update: Any = NO_UPDATE  # int32: the first update whose rollout had one, NO_UPDATE if none
+    no_legal_action: Any = 0.0  # float32 [] ...: steps acted on whose observation's action_mask is all False
 
     @staticmethod
     def zeros() -> "InputCounts":
         zero = jnp.zeros((), jnp.float32)
-        return InputCounts(zero, zero, jnp.asarray(NO_UPDATE, jnp.int32))
+        return InputCounts(zero, zero, jnp.asarray(NO_UPDATE, jnp.int32), zero)
 
 
 def nonfinite_flags(xp: Any, reward: Any, observation: Any) -> tuple[Any, Any]:
@@ -51,20 +56,28 @@ def count_nonfinite(reward: jax.Array, observation: Any, update: jax.Array | int
     pytree), the counts summed by `reduce` (e.g. over the learner shards); `first_update` is `update`
     when there is one. Jittable."""
     bad_reward, bad_observation = nonfinite_flags(jnp, reward, observation)
-    counts = InputCounts(*reduce((jnp.sum(bad_reward, dtype=jnp.float32), jnp.sum(bad_observation, dtype=jnp.float32))))
-    bad = (counts.reward + counts.observation) > 0
+    sums = (jnp.sum(bad_reward, dtype=jnp.float32), jnp.sum(bad_observation, dtype=jnp.float32))
+    mask = action_mask(observation)
+    if mask is None:  # no mask: the counts (and the program) of before
+        counts = InputCounts(*reduce(sums), no_legal_action=jnp.zeros((), jnp.float32))
+    else:
+        empty = jnp.sum(~jnp.any(mask, axis=-1), dtype=jnp.float32)
+        reward_count, observation_count, empty = reduce(sums + (empty,))
+        counts = InputCounts(reward_count, observation_count, no_legal_action=empty)
+    bad = (counts.reward + counts.observation + counts.no_legal_action) > 0
     return counts._replace(first_update=jnp.where(bad, jnp.asarray(update, jnp.int32), NO_UPDATE))
 
 
 def add_counts(a: InputCounts, b: InputCounts) -> InputCounts:
     """Sums the counts; keeps the earlier first update."""
     return InputCounts(a.reward + b.reward, a.observation + b.observation,
-                       jnp.minimum(a.first_update, b.first_update))
+                       jnp.minimum(a.first_update, b.first_update), a.no_legal_action + b.no_legal_action)
 
 
 def rows_with_nonfinite(counts: InputCounts) -> list[int]:
     """The indices (seeds, actor threads) whose `[N]` counts are not all zero."""
-    return [int(i) for i in np.flatnonzero((np.asarray(counts.reward) + np.asarray(counts.observation)) > 0)]
+    total = np.asarray(counts.reward) + np.asarray(counts.observation) + np.asarray(counts.no_legal_action)
+    return [int(i) for i in np.flatnonzero(total > 0)]
 
 
 def _named(counts: InputCounts) -> list[str]:
@@ -72,12 +85,15 @@ def _named(counts: InputCounts) -> list[str]:
 
 
 def check_training(metrics: dict[str, Any], inputs: InputCounts | None, first: int, last: int,
-                   source: str = "") -> None:
-    """Raises NonFiniteError if the env's inputs of updates `first..last-1` or a `train/` metric are non-finite.
+                   source: str = "", env: str = "") -> None:
+    """Raises NonFiniteError if the env's inputs of updates `first..last-1` or a `train/` metric are non-finite,
+    or an observation acted on allowed no action (`check_legal_actions`, naming `env`).
 
     The message names the input first (`reward`/`observation`, the update whose training rollout
     had it, `source` e.g. " (actor thread 0)"), then the first metric that became non-finite.
     """
+    if inputs is not None:
+        check_legal_actions(inputs, source, env)
     named = _named(inputs) if inputs is not None else []
     metric = next(((k, v) for k, v in metrics.items() if k.startswith("train/") and not np.all(np.isfinite(v))),
                   None)
@@ -93,6 +109,19 @@ def check_training(metrics: dict[str, Any], inputs: InputCounts | None, first: i
     hint = ("fix the env's rewards/observations (or wrap it to clip or replace them)" if named
             else "lower the learning rate or check the env's rewards/observations")
     raise NonFiniteError("; ".join(parts) + f"; stopping ({hint})")
+
+
+def check_legal_actions(inputs: InputCounts, source: str = "", env: str = "") -> None:
+    """Raises NoLegalActionError if a training rollout acted on an observation whose `action_mask` was all False,
+    naming `env`, the update (its first) and how many steps."""
+    count = int(np.sum(np.asarray(inputs.no_legal_action)))
+    if count:
+        update = int(np.min(np.asarray(inputs.first_update)))
+        raise NoLegalActionError(
+            f"env {env or '(unnamed)'} returned {count} observation(s) whose action_mask allows no action (all "
+            f"False) for the agent to act on, in the training rollout of update {update}{source}; every observation "
+            f"an episode continues from needs a legal action (an episode's final observation may have none: it is "
+            f"never acted on): fix the env's mask or end the episode there")
 
 
 def check_evaluation(bad_reward: Any, bad_observation: Any, episodes: int, update: int) -> None:

@@ -25,7 +25,8 @@ class Trajectory(NamedTuple):
     """A time-major rollout of `T` steps from `B` environments.
 
     Attributes:
-      observation: `[T, B, *obs]`, o_t, the input of the action at t.
+      observation: `[T, B, *obs]`, o_t, the input of the action at t; a pytree of such leaves for a
+        nested observation (`podrl.envs.observations`), its legal-action mask in the leaf `action_mask`.
       action: `[T, B, *act]`, a_t.
       reward: `[T, B]` float32, r_{t+1}, received for a_t.
       discount: `[T, B]` float32, 0 if the episode terminated at t+1, else 1.
@@ -60,9 +61,9 @@ class Trajectory(NamedTuple):
             if got != (t, b):
                 raise ValueError(f"Trajectory.{name} has shape {got}, expected {(t, b)}")
         for name in ("observation", "action", "next_observation"):
-            got = getattr(self, name).shape[:2]
-            if got != (t, b):
-                raise ValueError(f"Trajectory.{name} leads with {got}, expected {(t, b)}")
+            for leaf in jax.tree.leaves(getattr(self, name)):  # a nested observation: every leaf
+                if leaf.shape[:2] != (t, b):
+                    raise ValueError(f"Trajectory.{name} leads with {leaf.shape[:2]}, expected {(t, b)}")
 
 
 class TrainState(NamedTuple):

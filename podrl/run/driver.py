@@ -22,7 +22,8 @@ driver waits for it at the next evaluation point (never two in flight, none skip
 waited are logged as `eval_wait_s` in that point's record) and after the loop, and logs it as its own record
 `{"updates": k, "eval_return": ...}` at update k's step.
 
-Failures: a `NonFiniteError` (a NaN loss, or a NaN/Inf reward or observation from the env) gets
+Failures: a `NonFiniteError` (a NaN loss, or a NaN/Inf reward or observation from the env) or a
+`NoLegalActionError` (an observation to act on whose action mask allows nothing) gets
 the last good checkpoint as a note and stops the run; any other failure (an actor, the user's
 env, a timeout) first checkpoints the learner's work when the program can (`save_on_failure`),
 and its message says which checkpoint that is. With several processes a save is collective, so
@@ -45,7 +46,7 @@ from typing import Any, NamedTuple, Protocol
 import jax
 import numpy as np
 
-from podrl.core.errors import NonFiniteError
+from podrl.core.errors import NoLegalActionError, NonFiniteError
 from podrl.core.learner_state import Placement
 from podrl.run.eval_worker import EvalWorker, snapshot
 from podrl.run.profiling import CallProfiler
@@ -166,7 +167,7 @@ def drive(program: Program, run: RunContext) -> Driven:
                 break
         if loop.evals is not None:  # the last evaluation, before the closing line
             _log_eval(run, loop, loop.evals.result())
-    except NonFiniteError as error:
+    except (NonFiniteError, NoLegalActionError) as error:
         run.note_failure(error)
         raise
     except BaseException as error:  # an actor, env or timeout failure, or a lost process

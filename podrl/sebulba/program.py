@@ -157,7 +157,8 @@ class SebulbaProgram:
         state, metrics, inputs = self.step.checked(state, self.learner_keys, np.int32(i),
                                                    *(r.trajectory for r in rollouts))
         metrics, inputs = jax.device_get((metrics, inputs))
-        check_training({f"train/{k}": v for k, v in metrics.items()}, inputs, i, i + 1, _threads(inputs))
+        check_training({f"train/{k}": v for k, v in metrics.items()}, inputs, i, i + 1, _threads(inputs),
+                       env=self.config.env)
         self.source.publish(state.params, i + 1)  # blocks until the update has finished on every learner device
         self.pool.recycle(rollouts)  # ... so their buffers may be written again
         t2 = time.perf_counter()

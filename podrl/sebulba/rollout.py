@@ -86,13 +86,13 @@ def warm_up(agent: Agent, act_step, params, first: TimeStep, device, length: int
     """Compiles `act_step` for `device` on a batch like `first`; returns a zero Trajectory shaped like
     one rollout of `groups` such batches."""
     params = jax.device_put(params, device)
-    batch = first.observation.shape[0]
+    batch = first.reward.shape[0]
     actor_state = jax.device_put(agent.init_actor_state(batch), device)
     keys = jax.device_put(step_keys(jax.random.key(0), length), device)
     action, extras, _ = jax.device_get(act_step(params, actor_state, first.observation, keys, 0))
     rows = lambda x: np.concatenate([np.asarray(x)] * groups)  # noqa: E731
     flags = np.zeros(batch * groups, np.float32)  # reward, discount, truncated: cast by the transport
-    obs = rows(first.observation)
+    obs = jax.tree.map(rows, first.observation)
     step = step_record(obs, rows(action), flags, flags, flags, obs, jax.tree.map(rows, extras))
     return example_trajectory(step, jax.device_get(agent.init_actor_state(batch * groups)), length)
 

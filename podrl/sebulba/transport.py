@@ -8,7 +8,7 @@ step is compiled with.
 Layout of one actor thread's rollout (T steps, B envs; B split over the `D`
 learner devices of every process, `B / D` rows each):
 
-  observation, next_observation  `[T, B, *obs]`   spec P(None, DATA_AXIS)
+  observation, next_observation  `[T, B, *obs]`   spec P(None, DATA_AXIS)   (each leaf of a nested one)
   action                         `[T, B, *act]`   spec P(None, DATA_AXIS)
   reward, discount               `[T, B]` float32 spec P(None, DATA_AXIS)
   truncated                      `[T, B]` bool    spec P(None, DATA_AXIS)
@@ -77,6 +77,14 @@ def _put(target: np.ndarray, value: Any, field: str, cast: bool) -> None:
     target[...] = value
 
 
+def _put_tree(buffers: Any, t: int, rows: slice, value: Any, field: str) -> None:
+    """`_put` of each leaf of an observation into its buffer's step `t`, `rows` (same structure required)."""
+    if jax.tree.structure(value) != jax.tree.structure(buffers):
+        raise ValueError(f"rollout field {field}: expected the structure {jax.tree.structure(buffers)}, got "
+                         f"{jax.tree.structure(value)} (the env changed it mid-run)")
+    jax.tree.map(lambda buf, x: _put(buf[t, rows], x, field, cast=False), buffers, value)
+
+
 class RolloutBuffer:
     """One actor thread's rollout `[T, B]` as aligned numpy leaves shaped like `example` (module docstring).
 
@@ -89,12 +97,12 @@ class RolloutBuffer:
     def __init__(self, example: "Trajectory"):
         self.steps = jax.tree.map(lambda x: aligned_empty(x.shape, x.dtype), example._replace(actor_state=()))
 
-    def observation(self, t: int, rows: slice) -> np.ndarray:
-        """The observation written for step `t` of `rows` (a view: aligned when the row size is)."""
-        return self.steps.observation[t, rows]
+    def observation(self, t: int, rows: slice) -> Any:
+        """The observation written for step `t` of `rows` (views: aligned when the row size is)."""
+        return jax.tree.map(lambda buf: buf[t, rows], self.steps.observation)
 
     def write_observation(self, t: int, rows: slice, observation: Any) -> None:
-        _put(self.steps.observation[t, rows], observation, "observation", cast=False)
+        _put_tree(self.steps.observation, t, rows, observation, "observation")
 
     def write_acted(self, t: int, rows: slice, action: Any, extras: Any) -> None:
         _put(self.steps.action[t, rows], action, "action", cast=False)
@@ -105,7 +113,7 @@ class RolloutBuffer:
         _put(steps.reward[t, rows], reward, "reward", cast=True)
         _put(steps.discount[t, rows], discount, "discount", cast=True)
         _put(steps.truncated[t, rows], truncated, "truncated", cast=True)
-        _put(steps.next_observation[t, rows], next_obs, "next_observation", cast=False)
+        _put_tree(steps.next_observation, t, rows, next_obs, "next_observation")
 
     def trajectory(self, actor_state: Any) -> "Trajectory":
         """The written rollout starting from `actor_state` `[B, ...]` (numpy)."""

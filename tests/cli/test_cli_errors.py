@@ -41,8 +41,8 @@ BAD_ENVS = textwrap.dedent('''
             return np.zeros(4, np.float32), 0.0, False, False, {}
 
 
-    class DictObservation(WrongStepShape):
-        observation_space = gym.spaces.Dict({"position": gym.spaces.Discrete(3)})
+    class MultiDiscreteObservation(WrongStepShape):
+        observation_space = gym.spaces.MultiDiscrete([3, 2])  # (Dict and Tuple spaces are supported)
 
 
     class Float64Host:
@@ -117,8 +117,8 @@ CASES = {
         ["error: env does not match its spec: ", "Float64Host.reset(): observation dtype: expected float32",
          "got float64"]),
     "unsupported space": (
-        ["--env", "bad_envs:DictObservation"],
-        ["error: unsupported space: ", "Dict(", "FlattenObservation"]),
+        ["--env", "bad_envs:MultiDiscreteObservation"],
+        ["error: unsupported space: ", "MultiDiscrete(", "FlattenObservation"]),
     "unresolvable import path": (
         ["--env", "no_such_pkg.envs:Maze"],
         # one format in both layouts (issue 28 item 2): an unknown env is the config error of field env

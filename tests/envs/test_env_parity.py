@@ -20,6 +20,7 @@ import pytest
 from dm_env import specs
 
 import podrl.envs
+from podrl.envs import observations
 from podrl.envs.acrobot import Acrobot, AcrobotState
 from podrl.envs.cartpole import CartPole, CartPoleState
 from podrl.envs.pendulum import Pendulum, PendulumState
@@ -172,13 +173,18 @@ def test_make_returns_jittable_vmappable_env(name):
     state, ts = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(0), n))
     step = jax.jit(jax.vmap(env.step))
     for i in range(3):
-        assert ts.observation.shape == (n, *obs_spec.shape)
-        assert ts.observation.dtype == obs_spec.dtype
-        obs_spec.validate(np.asarray(ts.observation[0]))
+        leaves = observations.keyed_leaves(ts.observation)  # a dict observation: every leaf (DictCue, MaskedCue)
+        for key, leaf_spec in observations.leaf_specs(obs_spec):
+            assert leaves[key].shape == (n, *leaf_spec.shape) and leaves[key].dtype == leaf_spec.dtype, key
+            leaf_spec.validate(np.asarray(leaves[key][0]))
         assert ts.reward.dtype == jnp.float32 and ts.reward.shape == (n,)
         assert ts.discount.dtype == jnp.float32 and ts.discount.shape == (n,)
         assert ts.step_type.dtype == jnp.int32 and ts.step_type.shape == (n,)
-        state, ts = step(state, _some_actions(act_spec, n, jax.random.PRNGKey(i)))
+        actions = _some_actions(act_spec, n, jax.random.PRNGKey(i))
+        mask = observations.action_mask(ts.observation)
+        if mask is not None:  # a legal action (MaskedCue ends an episode at an illegal one)
+            actions = jnp.argmax(mask, axis=-1).astype(actions.dtype)
+        state, ts = step(state, actions)
     assert np.all(np.asarray(ts.step_type) == MID)
 
 
