@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from extras import require
+from dev_extra import require
 
 require("brax.envs", "brax")  # in [dev]: a broken install fails here, never skips
 

@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from extras import require
+from dev_extra import require
 from podrl.agents import replay
 from podrl.agents.sac import SACConfig
 from podrl.envs.adapters.dmc import task_names

@@ -20,7 +20,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import TimeLimit
 
 import podrl.envs
-from extras import require
+from dev_extra import require
 from podrl.envs.adapters import (
     DmEnvVectorEnv,
     EnvSpecMismatchError,

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-import extras
+import dev_extra
 from podrl.envs.adapters.dmc import task_names
 from podrl.envs.adapters.make import make_host_env
 from podrl.envs.adapters.optional import MissingExtraError, wheel_note
@@ -31,11 +31,11 @@ def test_the_note_names_the_pythons_without_wheels():
 
 
 def test_the_tests_skip_only_what_the_dev_extra_leaves_out():
-    """tests/extras.py: a package the dev extra installs here is imported, and a missing one is an error, not a
+    """tests/dev_extra.py: a package the dev extra installs here is imported, and a missing one is an error, not a
     skip; dm_control (no labmaze wheel on 3.13) is left out exactly where pyproject.toml's marker says."""
-    assert extras.left_out("brax") is None and extras.left_out("tensorboardX") is None
-    assert (extras.left_out("dm_control") is None) == (sys.version_info < (3, 13))
+    assert dev_extra.left_out("brax") is None and dev_extra.left_out("tensorboardX") is None
+    assert (dev_extra.left_out("dm_control") is None) == (sys.version_info < (3, 13))
     with pytest.raises(ModuleNotFoundError):
-        extras.require("podrl_no_such_module", "brax")  # brax is in the dev extra everywhere: no skip
+        dev_extra.require("podrl_no_such_module", "brax")  # brax is in the dev extra everywhere: no skip
     with pytest.raises(KeyError, match="not in pyproject.toml's dev extra"):
-        extras.left_out("torch")
+        dev_extra.left_out("torch")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import podrl.envs
-from extras import require
+from dev_extra import require
 from podrl.envs import schemes
 from podrl.envs.adapters.make import make_host_env
 from podrl.envs.errors import ConfigError
