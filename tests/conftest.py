@@ -3,8 +3,6 @@ session-wide persistent compilation cache (inherited by subprocesses through the
 environment), so the many small runs that compile the same programs pay once."""
 
 import os
-import subprocess
-import sys
 import tempfile
 
 TEST_XLA_FLAGS = "--xla_backend_optimization_level=1"
@@ -13,22 +11,12 @@ is mostly XLA compilation (programs that run for seconds, compiled once each); m
 over 21 compile-heavy tests: CPU time -21%, wall -16%, the same results (parity and bit-identical
 resume tests included). Subprocesses that inherit XLA_FLAGS compile the same way."""
 
-CLASSIC_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
-"""XLA:CPU's classic loop emitters instead of its fusion emitters: XLA compiles the suite's programs
-with 30-40% less CPU and runs them 20-35% slower, and their float results differ in the last bits
-(see CONTRIBUTING.md for the measurements and why the learning tests allow it). Added only where this
-jaxlib knows the flag: an unknown XLA flag aborts the process, and a later XLA may drop this one."""
-
-
-def xla_knows(flag: str) -> bool:
-    """Whether a child process with `flag` in XLA_FLAGS starts JAX's CPU backend (about 1 s, once a
-    session: the answer is kept in the environment, which the test workers inherit)."""
-    name = "PODRL_TEST_XLA_KNOWS_" + "".join(c if c.isalnum() else "_" for c in flag.strip("-")).upper()
-    if name not in os.environ:
-        probe = subprocess.run([sys.executable, "-c", "import jax; jax.devices('cpu')"], capture_output=True,
-                               env={**os.environ, "XLA_FLAGS": flag, "JAX_PLATFORMS": "cpu"}, timeout=300)
-        os.environ[name] = str(int(probe.returncode == 0))
-    return os.environ[name] == "1"
+# CLASSIC_EMITTERS: XLA:CPU's classic loop emitters instead of its fusion emitters: XLA compiles the suite's
+# programs with 30-40% less CPU and runs them 20-35% slower, and their float results differ in the last bits
+# (see CONTRIBUTING.md for the measurements and why the learning tests allow it). Added only where this
+# jaxlib knows the flag (`xla_knows`, podrl.core.compat: jaxlib 0.11 dropped it): an unknown XLA flag aborts
+# the process. Both names stay importable from here (tests import them from conftest).
+from podrl.core.compat import CLASSIC_EMITTERS, xla_knows  # noqa: E402  (imports no jax)
 
 
 if xla_knows(CLASSIC_EMITTERS):

@@ -8,6 +8,7 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
+from podrl.core.compat import check_jax
 from podrl.core.errors import ConfigError
 from podrl.core.parallel import DATA_AXIS, POPULATION_AXIS
 
@@ -38,6 +39,8 @@ def mesh_devices(num_local: int | None = None, field: str = "num_devices") -> li
 
 def data_mesh(devices: Sequence[jax.Device]) -> Mesh:
     """A 1-D mesh over `devices` with the learner axis `DATA_AXIS` (Auto axis type)."""
+    if len(devices) > 1:
+        check_jax()  # a jaxlib podrl excludes fails on programs over 2+ devices (podrl.core.compat)
     return Mesh(np.asarray(devices), (DATA_AXIS,), axis_types=(AxisType.Auto,))
 
 
@@ -46,6 +49,8 @@ def population_mesh(devices: Sequence[jax.Device], population_shards: int = 1) -
     population_shards)` (Auto axis types): row r holds members `r * S/P ..` of the population,
     its columns are their data-parallel shards. `devices` come ordered by process
     (`mesh_devices`), so with more than one process the rows span processes."""
+    if len(devices) > 1:
+        check_jax()
     grid = np.asarray(devices).reshape(population_shards, len(devices) // population_shards)
     return Mesh(grid, (POPULATION_AXIS, DATA_AXIS), axis_types=(AxisType.Auto, AxisType.Auto))
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.compile_flags import DEFAULT_FLAGS, LEVEL_1
+from benchmarks.compile_flags import DEFAULT_FLAGS, LEVEL_1, default_flags
 from conftest import CLASSIC_EMITTERS, TEST_XLA_FLAGS, xla_knows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_quick_compile_flags_benchmark_writes_a_row_per_set(tmp_path):
     # the benchmark's default sets are the suite's flags without and with the classic emitters
     assert DEFAULT_FLAGS == [LEVEL_1, f"{LEVEL_1} {CLASSIC_EMITTERS}"] and LEVEL_1 in TEST_XLA_FLAGS.split()
+    assert default_flags() == (DEFAULT_FLAGS if xla_knows(CLASSIC_EMITTERS) else [LEVEL_1])  # none aborts
     out = tmp_path / "flags.json"
     sets = DEFAULT_FLAGS if xla_knows(CLASSIC_EMITTERS) else ["", LEVEL_1]
     command = [sys.executable, "-m", "benchmarks.compile_flags", "--quick", "--out", str(out)]

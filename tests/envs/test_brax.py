@@ -10,7 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-pytest.importorskip("brax")
+from dev_extra import require
+
+require("brax.envs", "brax")  # in [dev]: a broken install fails here, never skips
 
 import podrl.envs  # noqa: E402
 from podrl.agents.ppo import PPOConfig  # noqa: E402

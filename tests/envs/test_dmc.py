@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from dm_control import suite  # in [dev]: a broken install fails here, never skips
+from dev_extra import require
 from podrl.agents import replay
 from podrl.agents.sac import SACConfig
 from podrl.envs.adapters.dmc import task_names
@@ -20,6 +20,7 @@ from podrl.run.config import LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.sebulba.transport import stack_rollout, step_record
 
+suite = require("dm_control.suite", "dm_control")  # in [dev] where it has wheels: a broken install fails here
 QUIET = LoggingConfig(run_dir=None, console=False)
 
 

@@ -7,8 +7,6 @@ output can be compared with a plain-Python reference of the `podrl.envs.host` co
 from __future__ import annotations
 
 import importlib.util
-import platform
-import sys
 import types
 
 import dm_env
@@ -22,6 +20,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import TimeLimit
 
 import podrl.envs
+from dev_extra import require
 from podrl.envs.adapters import (
     DmEnvVectorEnv,
     EnvSpecMismatchError,
@@ -428,10 +427,8 @@ def test_ale_pong_smoke():
     fallback.close()
 
 
-@pytest.mark.skipif(not (sys.platform == "linux" and platform.machine() == "x86_64"),
-                    reason="envpool ships wheels for Linux x86_64 only (the dev extra installs it there)")
 def test_envpool_pong_smoke():
-    import envpool  # noqa: F401  (in the dev extra: a missing install fails here, it is not skipped)
+    require("envpool", "envpool")  # in the dev extra where it has wheels: a missing install fails, it is not skipped
 
     with pytest.raises(podrl.envs.UnknownEnvError, match="NoSuch-v5"):
         make_host_env("envpool:NoSuch-v5", num_envs=1, seed=0)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import podrl.envs
+from dev_extra import require
 from podrl.envs import schemes
 from podrl.envs.adapters.make import make_host_env
 from podrl.envs.errors import ConfigError
@@ -70,7 +71,7 @@ def test_the_builders_build():
     env = make_host_env("jax:MatchSign-v0", 2)  # 'jax:' strips the scheme: podrl.envs.make("MatchSign-v0")
     assert env.num_envs == 2 and env.observation_spec().shape == (1,)
     env.close()
-    pytest.importorskip("brax")
+    require("brax.envs", "brax")
     with pytest.raises(UnknownEnvError, match="did you mean"):  # Sebulba takes 'brax:' as it is, as 'gymnax:'
         make_host_env("brax:invertedpendulum", 1)
 
