@@ -34,12 +34,13 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
 from podrl.run.checkpoint_folder import complete_steps
 from podrl.run.checkpoint import ResumePoint, RunCheckpoints, find_resume_point, saved_topology
 from podrl.run.config import RunConfig
 from podrl.run.config_json import jsonable, resolved_config
-from podrl.core.errors import ConfigError
+from podrl.core.errors import ConfigError, UserInputError
 from podrl.core.keys import eval_seed
 from podrl.run.logging import RunLogger
 from podrl.run.options import may_change_on_resume
@@ -59,6 +60,20 @@ class RunContext:
     """
 
     def __init__(self, config: RunConfig, agent_config: AgentConfig, full_config: Any = None):
+        try:
+            self._open(config, agent_config, full_config)
+            failure = None
+        except Exception as e:  # noqa: BLE001 - every process must hear of it before any raises
+            failure = e
+        try:
+            _agree_on_start(failure)
+        except PeerStartError:
+            self.checkpoints.close()  # nothing opened yet: no save has started
+            self.logger.close()
+            raise
+
+    def _open(self, config: RunConfig, agent_config: AgentConfig, full_config: Any) -> None:
+        """What `__init__` does; raises what stops the run from starting (on this process)."""
         self.config = config
         layout = config.layout
         resolved = resolved_config(layout, config, agent_config)
@@ -245,3 +260,27 @@ def _reshard_note(saved: dict[str, int], processes: int, shards: int, moved: dic
         return f"{head}; the per-shard state (the agent gives no rule to move it) restarted empty"
     return f"{head}; per-shard state (replay) kept {moved['kept']:,} items, dropped {moved['dropped']:,}" + \
         (" (the oldest of each shard; the buffers refill as training goes on)" if moved["dropped"] else "")
+
+
+class PeerStartError(UserInputError):
+    """Another process of this run could not start it (a check only it makes failed): this one stops too,
+    with status 2 like the process that said why."""
+
+    label = "stopped"
+
+
+def _agree_on_start(failure: Exception | None) -> None:
+    """Raises `failure` where this process could not start the run, and on every other process of a
+    multi-process run a `PeerStartError` naming the processes that could not: a check that only process 0
+    makes (its run folder is taken, W&B is missing) must not leave the others to train alone until JAX's
+    heartbeat ends them. One small all-gather, before anything is compiled."""
+    if jax.process_count() > 1:
+        failed = np.asarray(multihost_utils.process_allgather(np.int32(failure is not None)))
+        others = [int(i) for i in np.flatnonzero(failed) if i != jax.process_index()]
+        if failure is None and others:
+            names = ", ".join(str(i) for i in others)
+            raise PeerStartError(f"process{'es' if len(others) > 1 else ''} {names} of this run could not start it "
+                                 f"(the error is in {'their' if len(others) > 1 else 'its'} output), so process "
+                                 f"{jax.process_index()} stops too")
+    if failure is not None:
+        raise failure

@@ -234,6 +234,34 @@ def test_unreachable_coordinator_fails_fast(tmp_path):
     assert time.monotonic() - start < 60
 
 
+@pytest.mark.timeout(180)
+def test_a_config_error_only_process_0_sees_stops_every_process(tmp_path):
+    """Process 0 alone checks the run folder (only it writes one): when that folder is taken, process 0
+    exits 2 naming the field and process 1 exits 2 too, at once, naming process 0, instead of training
+    alone until a collective or JAX's heartbeat (100 s here) ends it. Started by hand, not by `podrl
+    launch`, whose 30 s grace would hide a process left waiting."""
+    from podrl.cli.launch import free_port
+
+    (tmp_path / "runs" / "taken").mkdir(parents=True)
+    (tmp_path / "runs" / "taken" / "config.json").write_text("{}")
+    port = free_port("127.0.0.1")
+    tiny = ["anakin", "--env", "MatchCue-v0", "--num-envs", "8", "--rollout-length", "16", "--total-steps", "2048",
+            "--eval-every", "0", "--logging.run-dir", str(tmp_path / "runs"), "--logging.run-name", "taken",
+            "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--cpu-devices", "1"]
+    start = time.monotonic()
+    procs = [subprocess.Popen(PODRL + tiny + ["--process-id", str(i)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, cwd=ROOT) for i in range(2)]
+    try:
+        outputs = [proc.communicate(timeout=150)[0] for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+    assert [proc.returncode for proc in procs] == [2, 2], outputs
+    assert "logging.run_name" in outputs[0] and "already holds a run" in outputs[0], outputs[0]
+    assert "process 0 of this run could not start it" in outputs[1], outputs[1]
+    assert time.monotonic() - start < 90  # the heartbeat (100 s) did not end it
+
+
 def test_single_process_initialize_is_a_no_op():
     initialize(DistributedConfig())  # must not touch jax.distributed
     assert jax.process_count() == 1
