@@ -5,7 +5,8 @@ multi-process settings and every other field at its default (evaluation included
 shortened only by the number of updates, and writes this process's final params (and
 first shard of per-learner-shard state), step counts and last evaluation return to
 `<out>/p<process_id>.npz`, with the number of programs spanning processes that this process
-compiled itself (`spanning_compiles`; with `--share-compiles` every process but 0 loads them).
+compiled itself (`spanning_compiles`; with `--share-compiles` every process but 0 loads them), and
+`podrl.core.distributed.host_sum` of 2^24 + 1 + process index over the processes (`host_sum`: exact in float64).
 """
 
 from __future__ import annotations
@@ -82,9 +83,12 @@ def main() -> None:
         final_eval = np.nan if result.final_eval_return is None else result.final_eval_return
     # params, and this process's first shard of any per-learner-shard state (e.g. DQN's replay buffer)
     leaves = [np.asarray(x.addressable_data(0)) for x in jax.tree.leaves((train_state.params, train_state.shard_state))]
+    from podrl.core.distributed import host_sum
+
+    past_float32 = host_sum(np.array([2 ** 24 + 1 + jax.process_index()]))  # float32 would round it
     np.savez(os.path.join(args.out, f"p{jax.process_index()}.npz"), *leaves,
              local_steps=local_steps, global_steps=global_steps, final_eval=final_eval,
-             spanning_compiles=len(spanning_compiles))
+             spanning_compiles=len(spanning_compiles), host_sum=past_float32)
 
 
 def count_spanning_compiles() -> list[str]:

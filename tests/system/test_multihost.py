@@ -35,7 +35,7 @@ def launch(num_processes: int, devices: int, command: list[str], timeout: float)
 def load(path: Path) -> tuple[list[np.ndarray], int, int, float]:
     """`(param leaves, local env steps, global env steps, last eval return)` a worker saved."""
     data = np.load(path)
-    leaves = [data[f"arr_{i}"] for i in range(len(data.files) - 4)]
+    leaves = [data[f"arr_{i}"] for i in range(len(data.files) - 5)]
     return leaves, int(data["local_steps"]), int(data["global_steps"]), float(data["final_eval"])
 
 
@@ -130,6 +130,9 @@ def test_anakin_muzero_two_processes_checkpoint_and_resume_consistently(tmp_path
 
 @pytest.mark.timeout(300)
 def test_sebulba_two_processes_share_one_learner(tmp_path):
+    """Both processes end with the same params; each counts its own actors' steps, and their sum over the
+    hosts is logged; process 0 alone logs and evaluates. `host_sum` (those sums) is exact in float64 past
+    float32's 2^24: (2^24 + 1) + (2^24 + 2) on the two processes is 2^25 + 3 on both."""
     result = launch(2, 2, WORKER + ["--layout", "sebulba", "--out", str(tmp_path), "--updates", "6"], timeout=280)
     assert result.returncode == 0, result.stdout[-4000:]
     (p0, local0, global0, eval0), (p1, local1, global1, eval1) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
@@ -140,6 +143,9 @@ def test_sebulba_two_processes_share_one_learner(tmp_path):
     assert "[p0] [sebulba]" in result.stdout and "[p1] [sebulba]" not in result.stdout  # logs: process 0 only
     assert np.isfinite(eval0) and np.isnan(eval1)  # process 0 evaluates (on its own replica), alone
     assert "| eval " in result.stdout
+    for name in ("p0.npz", "p1.npz"):
+        summed = np.load(tmp_path / name)["host_sum"]
+        assert summed.dtype == np.float64 and summed.tolist() == [2 ** 25 + 3], summed
 
 
 @pytest.mark.timeout(400)
