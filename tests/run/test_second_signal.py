@@ -17,6 +17,11 @@ CHILD = """
 import os, signal, time
 from podrl.run.control import StopRequests
 
+# an interactive program's dispositions, whatever this test was started with (a background job ignores SIGINT)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
 def send(sig):
     os.kill(os.getpid(), sig)
     time.sleep(0.2)  # the handler runs in this (main) thread, during the sleep
