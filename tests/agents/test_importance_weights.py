@@ -42,12 +42,22 @@ from test_value_rescaling import numpy_h
 ONLINE, TARGET = np.array([1.0, 2.0]), np.array([3.0, -1.0])
 
 
-def one_step(parts, step, buffer, params, target, key):
-    """`step(parts, buffer, carry, key)` (a replay agent's `target_sgd_step`) once, as the frame runs it:
-    `((params, TargetLearnerState), (Priorities, PendingPriorities))` after it, and its metrics."""
+def step_and_draw(parts, agent, buffer, params, target, key, priority):
+    """One gradient step of a replay agent (`agent`: its module, whose `_sgd_step` and `_batch` take the
+    envs per shard) as the frame runs it, from `(params, TargetLearnerState)` and the replay's priorities;
+    and the batch that step drew (its sample key is the first half of `key`), whose importance weights must
+    be (N P(i))^-beta / max with P(i) from `priority` by leaf and the config's exponents. Returns
+    `(((params, TargetLearnerState), (Priorities, PendingPriorities)), metrics)` after the step, the drawn
+    indices and their weights."""
     carry = ((params, TargetLearnerState(parts.optimizer.init(params), target, jnp.zeros((), jnp.int32))),
              (buffer.priorities, prioritised.nothing_pending(buffer.priorities, parts.config.batch_size)))
-    return on_one_device(lambda r, c, k: step(parts, r, c, k))(buffer, carry, key)
+    out = on_one_device(lambda r, c, k: agent._sgd_step(parts, B, r, c, k))(buffer, carry, key)
+    batch = jax.jit(functools.partial(agent._batch, parts, B))(buffer, jax.random.split(key)[0], params, target)
+    index, cfg = np.asarray(batch.index), parts.config
+    w = numpy_importance_weights(priority, index, cfg.priority_exponent, cfg.importance_exponent)
+    np.testing.assert_allclose(np.asarray(batch.weight), w, rtol=1e-5)
+    assert w.min() < 0.8  # unequal weights
+    return out, index, w
 
 
 def test_an_r2d2_step_weighs_each_sequence_and_sets_its_priority():
@@ -60,14 +70,8 @@ def test_an_r2d2_step_weighs_each_sequence_and_sets_its_priority():
     replay, priority = r2d2_replay(config, steps, 1)
     init = r2d2_agent._init(parts, jax.random.key(0), R2D2_SPEC).params
     online, target = constant_heads(init, ONLINE), constant_heads(jax.tree.map(lambda x: -x, init), TARGET)
-    key = jax.random.key(5)
-    step = lambda p, r, c, k: r2d2_agent._sgd_step(p, B, r, c, k)  # noqa: E731
-    ((after, learner), (_, pending)), metrics = one_step(parts, step, replay, online, target, key)
-    batch = jax.jit(functools.partial(r2d2_agent._batch, parts, B))(replay, jax.random.split(key)[0], online, target)
-    index = np.asarray(batch.index)
-    w = numpy_importance_weights(priority, index, config.priority_exponent, config.importance_exponent)
-    assert w.min() < 0.7  # unequal weights
-    np.testing.assert_allclose(np.asarray(batch.weight), w, rtol=1e-5)
+    (((after, learner), (_, pending)), metrics), index, w = step_and_draw(parts, r2d2_agent, replay, online, target,
+                                                                         jax.random.key(5), priority)
 
     start, column = drawn_windows(config, index)
     y = np.stack([numpy_r2d2_targets(config, steps, s, c, TARGET[np.argmax(ONLINE)]) for s, c in zip(start, column)])
@@ -140,14 +144,8 @@ def test_a_prioritised_dqn_step_weighs_each_transition_and_sets_its_priority(los
     buffer, flat, priority = dqn_replay(config, 0)
     init = network.init(jax.random.key(0), jnp.zeros((1, 4)))
     online, target = constant_q(init, list(ONLINE)), constant_q(init, list(TARGET))
-    key = jax.random.key(4)
-    step = lambda p, r, c, k: dqn_agent._sgd_step(p, B, r, c, k)  # noqa: E731
-    ((after, learner), (_, pending)), metrics = one_step(parts, step, buffer, online, target, key)
-    batch = jax.jit(functools.partial(dqn_agent._batch, parts, B))(buffer, jax.random.split(key)[0], online, target)
-    index = np.asarray(batch.index)
-    w = numpy_importance_weights(priority, index, config.priority_exponent, config.importance_exponent)
-    np.testing.assert_allclose(np.asarray(batch.weight), w, rtol=1e-5)
-    assert w.min() < 0.8
+    (((after, learner), (_, pending)), metrics), index, w = step_and_draw(parts, dqn_agent, buffer, online, target,
+                                                                         jax.random.key(4), priority)
 
     action = flat.action[index]
     td = ONLINE[action] - (flat.reward[index] + flat.discount[index] * TARGET[np.argmax(ONLINE)])

@@ -6,8 +6,6 @@ R2D2's Ape-X epsilons, depends on it; across hosts: tests/system/test_multihost.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -16,25 +14,8 @@ from podrl.sebulba import train_sebulba
 from podrl.sebulba.learner import LearnerStep
 from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.rollout import ActorPool
+from multihost_worker import recording_columns
 from test_sebulba import sebulba_threads, tiny
-
-COLUMNS: list[tuple[list[int], int]] = []
-
-
-@dataclasses.dataclass(frozen=True)
-class ColumnsRecorded(PPOConfig):
-    """PPO whose `init_actor_state` records the env columns the layout names (in `COLUMNS`)."""
-
-    def make_agent(self, env_spec, total_updates):
-        agent = super().make_agent(env_spec, total_updates)
-
-        def init_actor_state(batch_size, columns=None):
-            if columns is not None:
-                COLUMNS.append((np.asarray(columns.index).tolist(), columns.total))
-            return agent.init_actor_state(batch_size, columns)
-
-        return agent._replace(init_actor_state=init_actor_state)
-
 
 @pytest.mark.timeout(240)
 def test_buffers_go_back_after_their_learner_step_and_groups_get_their_own_columns(monkeypatch, cpu_devices):
@@ -58,14 +39,14 @@ def test_buffers_go_back_after_their_learner_step_and_groups_get_their_own_colum
     monkeypatch.setattr(LearnerStep, "checked", record_step)
     monkeypatch.setattr(ParamsSource, "publish", record_publish)
     monkeypatch.setattr(ActorPool, "recycle", record_recycle)
-    COLUMNS.clear()
+    columns: list[tuple[list[int], int]] = []
     config = tiny(threads_per_actor_device=2, env_groups=2, envs_per_thread=4, lag="1", eval_episodes=0,
                   learner_devices=(1,))
-    train_sebulba(config, ColumnsRecorded(num_minibatches=2, hidden_sizes=(8,)))
+    train_sebulba(config, recording_columns(PPOConfig(num_minibatches=2, hidden_sizes=(8,)), columns))
     assert not sebulba_threads()
     updates = config.num_updates
     assert events[0] == ("published", 0)  # the initial params
     for i in range(updates):
         order = [events.index(e) for e in (("step", i), ("published", i + 1), ("recycled", i))]
         assert order == sorted(order), (i, events)
-    assert sorted(COLUMNS) == [([0, 1], 8), ([2, 3], 8), ([4, 5], 8), ([6, 7], 8)]
+    assert sorted(columns) == [([0, 1], 8), ([2, 3], 8), ([4, 5], 8), ([6, 7], 8)]
