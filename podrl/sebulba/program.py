@@ -165,12 +165,12 @@ class SebulbaProgram:
         self.lags[i] = [i - r.version for r in rollouts]
         self.env_steps += len(rollouts) * config.rollout_length * config.envs_per_thread  # this host's
         self.stats.add(rollouts, metrics, self.lags[i], queue_wait=t1 - t0, learner=t2 - t1)
-        if (i + 1) % config.log_every and i + 1 != self.limit:
-            self._stepped = None
-            return state, None
-        self._stepped = None
-        self.global_steps = int(host_sum(np.array([self.env_steps]))[0])
-        return state, self.stats.flush(self.global_steps, time.perf_counter() - self.train_start - self.eval_seconds)
+        record = None
+        if (i + 1) % config.log_every == 0 or i + 1 == self.limit:
+            self.global_steps = int(host_sum(np.array([self.env_steps]))[0])
+            record = self.stats.flush(self.global_steps, time.perf_counter() - self.train_start - self.eval_seconds)
+        self._stepped = None  # the driver holds the step's result from here on
+        return state, record
 
     def failure_state(self, done: int, state: TrainState) -> tuple[int, TrainState]:
         """After a failed call: `(updates, state)` to checkpoint. The learner step takes (donates) the
