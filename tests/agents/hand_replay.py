@@ -56,15 +56,17 @@ def constant_heads(params: Any, q: np.ndarray, dueling: bool = True) -> Any:
     return {"params": heads}
 
 
-def r2d2_steps(seed: int) -> Step:
+def r2d2_steps(seed: int, truncations: bool = True) -> Step:
     """`ROLLOUTS * T` steps of B envs, NumPy `[ROLLOUTS * T, B]`: random observations, actions and rewards,
-    terminations and truncations sprinkled (about one step in six ends an episode)."""
+    terminations and (unless not `truncations`) truncations sprinkled (about one step in six ends an
+    episode). A batch with a truncation bootstraps every step from the target network's own pass over
+    the next observations; one without takes Q(o'_t) from its unroll's step t + 1."""
     rng = np.random.default_rng(seed)
     shape = (ROLLOUTS * T, B)
     end = rng.uniform(size=shape)
     obs = rng.normal(size=shape + (3,)).astype(np.float32)
     return Step(obs, rng.integers(0, 2, size=shape).astype(np.int32), rng.normal(size=shape).astype(np.float32),
-                np.where(end < 0.08, 0.0, 1.0).astype(np.float32), (end > 0.92),
+                np.where(end < 0.08, 0.0, 1.0).astype(np.float32), (end > 0.92) & truncations,
                 rng.normal(size=shape + (3,)).astype(np.float32))
 
 

@@ -24,11 +24,13 @@ ONLINE, TARGET = np.array([1.0, 2.0]), np.array([3.0, -1.0])
 would give 2 (its max) or 1 (at the target's argmax)."""
 
 
-@pytest.mark.parametrize("double_q", [True, False])
-def test_r2d2_targets_bootstrap_from_the_target_network_at_the_action_the_online_one_picks(double_q):
+@pytest.mark.parametrize("double_q, truncations", [(True, True), (False, True), (True, False)])
+def test_r2d2_targets_bootstrap_from_the_target_network_at_the_action_the_online_one_picks(double_q, truncations):
+    """With truncations in the batch the target network runs on every next observation; without, its
+    unroll's next step gives Q_target(o'_t): both must be the target network's."""
     config = replace(R2D2, double_q=double_q)
     parts = r2d2_agent.make_parts(config, R2D2_SPEC, 10)
-    steps = r2d2_steps(0)
+    steps = r2d2_steps(0, truncations)
     replay, _ = r2d2_replay(config, steps, 1)
     init = r2d2_agent._init(parts, jax.random.key(0), R2D2_SPEC).params
     online, target = constant_heads(init, ONLINE), constant_heads(jax.tree.map(lambda x: -x, init), TARGET)
