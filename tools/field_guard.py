@@ -25,7 +25,8 @@ tests cannot catch a field).
 **The verdicts.** caught (by which test), missed, not read, default only, or error; then each field not
 caught is looked up in `REASONS` (field -> why no test can see it) and is *explained* or *unexplained*; a
 reason for a field that is caught is *stale*. The check exits 1 on any unexplained or stale row or error.
-Results are cached (`--cache`) by field and by a digest of the tree, so a rerun of an unchanged tree skips them.
+Verdicts are cached (`--cache`) by field and by a digest of the code (`code_digest`): a field caught stays
+caught while the test that caught it is unchanged; any other verdict is redone once the owner's tests change.
 """
 
 from __future__ import annotations
@@ -114,13 +115,36 @@ def reason_for(target: Target) -> str | None:
     return REASONS.get(target.name) or REASONS.get(f"*.{target.field}")
 
 
-def tree_digest(root: Path) -> str:
-    """sha256 of the copy's package, test and tool files (what a verdict depends on)."""
+def digest_of(paths: list[Path]) -> str:
+    """sha256 (16 hex digits) of these files' names and contents."""
     digest = hashlib.sha256()
-    for folder in ("podrl", "agents", "envs", "tests", "tools"):
-        for path in sorted((root / folder).rglob("*.py")):
-            digest.update(str(path.relative_to(root)).encode() + path.read_bytes())
+    for path in paths:
+        digest.update(str(path).encode() + (path.read_bytes() if path.is_file() else b""))
     return digest.hexdigest()[:16]
+
+
+def code_digest(root: Path) -> str:
+    """The digest of what every verdict depends on: the packages, the tests' shared helpers (the files of
+    tests/ that are not test modules) and the hook."""
+    files = [p for folder in ("podrl", "agents", "envs") for p in sorted((root / folder).rglob("*.py"))]
+    files += [p for p in sorted((root / "tests").rglob("*.py")) if not p.name.startswith("test_")]
+    return digest_of(files + [root / "tools" / HOOK.name])
+
+
+def test_file(test_id: str) -> str:
+    """The file of a junit test id ("tests.agents.test_dqn::test_x[1]" -> "tests/agents/test_dqn.py")."""
+    return test_id.split("::")[0].replace(".", "/") + ".py"
+
+
+def still_valid(row: dict[str, Any] | None, root: Path, tests_digest: str) -> bool:
+    """Whether a cached verdict (keyed by the code digest) holds: a field caught stays caught while the
+    test that caught it is unchanged (more tests cannot miss it); any other verdict only while the owner's
+    tests are all unchanged."""
+    if row is None:
+        return False
+    if row["result"] == "caught":
+        return row.get("test_digest") == digest_of([root / test_file(row["caught_by"])])
+    return row.get("tests_digest") == tests_digest
 
 
 def guard_env(env: dict[str, str], copy: Path, mode: str, chosen: list[Target], out: Path) -> dict[str, str]:
@@ -191,16 +215,14 @@ def judge(target: Target, row: dict[str, Any]) -> dict[str, Any]:
 
 def guard_owner(runner: Runner, owner: str, chosen: list[Target], cache: dict[str, Any], digest: str,
                 jobs: int, tests: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
-    """The rows of one owner's fields: cached ones, then a census, then the mutation runs it calls for;
-    `tests`: these instead of `tests_for(owner)` (part of the cache key)."""
-    rows: dict[str, dict[str, Any]] = {}
-    digest = digest if tests is None else f"{digest}:{' '.join(tests)}"
-    todo = [t for t in chosen if cache.get(f"{digest}:{t.name}") is None]
-    for t in chosen:
-        if t not in todo:
-            rows[t.name] = cache[f"{digest}:{t.name}"]
+    """The rows of one owner's fields: cached ones still valid (`still_valid`), then a census, then the
+    mutation runs it calls for; `tests`: these instead of `tests_for(owner)`."""
+    tests = tests or tests_for(owner, runner.copy)
+    tests_digest = digest_of([runner.copy / t.split("::")[0] for t in tests]) + ":" + " ".join(tests)
+    rows = {t.name: cache[f"{digest}:{t.name}"] for t in chosen
+            if still_valid(cache.get(f"{digest}:{t.name}"), runner.copy, tests_digest)}
+    todo = [t for t in chosen if t.name not in rows]
     if todo:
-        tests = tests or tests_for(owner, runner.copy)
         result, counts = runner.census(owner, todo, tests)
         if result != "passed":
             return [judge(t, {"result": f"error: census {result}", "caught_by": "", "message": "", "seconds": 0})
@@ -215,7 +237,11 @@ def guard_owner(runner: Runner, owner: str, chosen: list[Target], cache: dict[st
             for t, row in zip(run, pool.map(lambda t: runner.mutate(t, tests), run)):
                 rows[t.name] = row
         for t in todo:
-            cache[f"{digest}:{t.name}"] = rows[t.name]
+            row = rows[t.name]
+            row["tests_digest"] = tests_digest
+            if row["result"] == "caught":
+                row["test_digest"] = digest_of([runner.copy / test_file(row["caught_by"])])
+            cache[f"{digest}:{t.name}"] = row
     return [judge(t, rows[t.name]) for t in chosen]
 
 
@@ -249,7 +275,7 @@ def run_fields(args, copy_tree, child_env, check_imports_come_from, run_tests) -
         with open(patch_dir / "sitecustomize.py", "a") as f:
             f.write("\nif os.environ.get('PODRL_FIELD_GUARD'):\n    import field_guard_hook  # noqa: F401\n")
         check_imports_come_from(copy, env)
-        runner, digest, rows = Runner(copy, env, run_tests, args.timeout, work), tree_digest(copy), []
+        runner, digest, rows = Runner(copy, env, run_tests, args.timeout, work), code_digest(copy), []
         for owner in dict.fromkeys(t.owner for t in chosen):
             rows += guard_owner(runner, owner, [t for t in chosen if t.owner == owner], cache, digest, args.jobs,
                                 tuple(args.tests) if args.tests else None)
