@@ -115,11 +115,11 @@ def reason_for(target: Target) -> str | None:
     return REASONS.get(target.name) or REASONS.get(f"*.{target.field}")
 
 
-def digest_of(paths: list[Path]) -> str:
-    """sha256 (16 hex digits) of these files' names and contents."""
+def digest_of(root: Path, paths: list[Path]) -> str:
+    """sha256 (16 hex digits) of these files' names (relative to `root`) and contents."""
     digest = hashlib.sha256()
     for path in paths:
-        digest.update(str(path).encode() + (path.read_bytes() if path.is_file() else b""))
+        digest.update(str(path.relative_to(root)).encode() + (path.read_bytes() if path.is_file() else b""))
     return digest.hexdigest()[:16]
 
 
@@ -128,7 +128,7 @@ def code_digest(root: Path) -> str:
     tests/ that are not test modules) and the hook."""
     files = [p for folder in ("podrl", "agents", "envs") for p in sorted((root / folder).rglob("*.py"))]
     files += [p for p in sorted((root / "tests").rglob("*.py")) if not p.name.startswith("test_")]
-    return digest_of(files + [root / "tools" / HOOK.name])
+    return digest_of(root, files + [root / "tools" / HOOK.name])
 
 
 def test_file(test_id: str) -> str:
@@ -143,7 +143,7 @@ def still_valid(row: dict[str, Any] | None, root: Path, tests_digest: str) -> bo
     if row is None:
         return False
     if row["result"] == "caught":
-        return row.get("test_digest") == digest_of([root / test_file(row["caught_by"])])
+        return row.get("test_digest") == digest_of(root, [root / test_file(row["caught_by"])])
     return row.get("tests_digest") == tests_digest
 
 
@@ -218,7 +218,7 @@ def guard_owner(runner: Runner, owner: str, chosen: list[Target], cache: dict[st
     """The rows of one owner's fields: cached ones still valid (`still_valid`), then a census, then the
     mutation runs it calls for; `tests`: these instead of `tests_for(owner)`."""
     tests = tests or tests_for(owner, runner.copy)
-    tests_digest = digest_of([runner.copy / t.split("::")[0] for t in tests]) + ":" + " ".join(tests)
+    tests_digest = digest_of(runner.copy, [runner.copy / t.split("::")[0] for t in tests]) + ":" + " ".join(tests)
     rows = {t.name: cache[f"{digest}:{t.name}"] for t in chosen
             if still_valid(cache.get(f"{digest}:{t.name}"), runner.copy, tests_digest)}
     todo = [t for t in chosen if t.name not in rows]
@@ -240,7 +240,7 @@ def guard_owner(runner: Runner, owner: str, chosen: list[Target], cache: dict[st
             row = rows[t.name]
             row["tests_digest"] = tests_digest
             if row["result"] == "caught":
-                row["test_digest"] = digest_of([runner.copy / test_file(row["caught_by"])])
+                row["test_digest"] = digest_of(runner.copy, [runner.copy / test_file(row["caught_by"])])
             cache[f"{digest}:{t.name}"] = row
     return [judge(t, rows[t.name]) for t in chosen]
 
