@@ -2,7 +2,8 @@
 `reward_scale`; R2D2 and MuZero clip only, SAC and TD3 scale only), where each agent's rewards enter its
 learner: the transitions or steps a replay agent stores, PPO's GAE returns and PQN's Q(lambda) targets at
 the last step of a rollout (their networks zeroed, so the last target is the reward alone). Raw rewards
-in [-3, 3]; clip 1.5 and scale 0.5 (neither a default)."""
+in [-3, 3]; clip 1.5 and scale 0.5 (neither a default). And PPO's normalised observations are clipped at
+its obs_norm_clip."""
 
 from __future__ import annotations
 
@@ -88,3 +89,14 @@ def test_ppos_returns_and_pqns_targets_start_from_the_processed_rewards():
     params = zeroed(agent.init(jax.random.key(0), CARTPOLE).params["network"])
     batch = q_lambda_batch(agent.update.args[0], params, trajectory({}))
     np.testing.assert_allclose(np.asarray(batch.target).reshape(T, B)[-1], processed(CLIP, SCALE)[-1], rtol=1e-6)
+
+
+def test_normalised_observations_are_clipped_at_the_configured_bound():
+    """Fresh statistics (mean 0, variance 1) leave observations as they are, then the clip: with
+    obs_norm_clip 0.5, an observation of 3 acts and is valued as one of 0.5 (not so at the default 10)."""
+    agent = PPOConfig(normalize_observations=True, obs_norm_clip=0.5).make_agent(CARTPOLE, 10)
+    params = agent.init(jax.random.key(0), CARTPOLE).params
+    far, edge = (agent.act(params, (), jnp.full((1, 4), x), jax.random.key(1))[1]["value"] for x in (3.0, 0.5))
+    np.testing.assert_array_equal(far, edge)
+    beyond = agent.act(params, (), jnp.full((1, 4), 0.4), jax.random.key(1))[1]["value"]
+    assert not np.array_equal(beyond, edge)  # inside the bound the observation counts
