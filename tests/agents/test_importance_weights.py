@@ -54,6 +54,7 @@ def step_and_draw(parts, agent, buffer, params, target, key, priority):
     out = on_one_device(lambda r, c, k: agent._sgd_step(parts, B, r, c, k))(buffer, carry, key)
     batch = jax.jit(functools.partial(agent._batch, parts, B))(buffer, jax.random.split(key)[0], params, target)
     index, cfg = np.asarray(batch.index), parts.config
+    assert index.shape == (cfg.batch_size,)  # batch_size draws (not the default's)
     w = numpy_importance_weights(priority, index, cfg.priority_exponent, cfg.importance_exponent)
     np.testing.assert_allclose(np.asarray(batch.weight), w, rtol=1e-5)
     assert w.min() < 0.8  # unequal weights
@@ -230,6 +231,6 @@ def test_muzero_draws_windows_by_priority_with_the_configured_importance_exponen
     batch = jax.jit(functools.partial(muzero_agent._batch, agent_parts, B))(buffer, jax.random.key(3), state.params,
                                                                            state.params)
     index = np.asarray(batch.index)
-    assert set(index) <= set(drawable) and len(set(index)) > 10
+    assert index.shape == (MUZERO.batch_size,) and set(index) <= set(drawable) and len(set(index)) > 10
     np.testing.assert_allclose(np.asarray(batch.weight), numpy_importance_weights(priority, index, 0.8, 0.3),
                                rtol=1e-5)
