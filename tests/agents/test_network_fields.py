@@ -26,6 +26,7 @@ from podrl.agents.r2d2 import agent as r2d2_agent
 from podrl.agents.r2d2.networks import RecurrentQNetwork
 from podrl.agents.sac import SACConfig
 from podrl.agents.td3 import TD3Config
+from podrl.core.errors import ConfigError
 
 CARTPOLE = podrl.envs.env_spec(podrl.envs.make("CartPole-v1"))  # observations [4], 2 actions
 REACH = podrl.envs.env_spec(podrl.envs.make("ReachCue-v0"))  # observations [4], actions a box [1]
@@ -83,3 +84,12 @@ def test_the_continuous_critics_are_the_configs(cls):
     config = cls(hidden_sizes=WIDTHS, activation=other_activation(cls))
     parts = config.make_agent(REACH, 10).act.args[0]  # `functools.partial(act, parts)`
     same_outputs(parts.critic, TwinCritic((4,), 1, WIDTHS, config.activation), OBS4, jnp.ones((5, 1)))
+
+
+@pytest.mark.parametrize("cls", [PPOConfig, ImpalaConfig, PQNConfig, DQNConfig, MuZeroConfig, R2D2Config])
+def test_a_torso_that_cannot_read_the_observations_is_refused_naming_it(cls):
+    """The config's torso is the one built: a Nature CNN cannot read CartPole's 4 floats (the default mlp can)."""
+    spec = RECALL if cls is R2D2Config else CARTPOLE
+    with pytest.raises(ConfigError) as info:
+        cls(torso="nature_cnn").make_agent(spec, 10)
+    assert info.value.field == "torso"

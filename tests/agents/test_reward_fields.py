@@ -77,18 +77,22 @@ def test_the_continuous_agents_store_scaled_rewards(cls):
 
 
 def test_ppos_returns_and_pqns_targets_start_from_the_processed_rewards():
-    """With the value (Q) network zeroed, the last step's GAE return (Q(lambda) target) is its reward."""
+    """With the value (Q) network zeroed, the last step's GAE return (Q(lambda) target) is its reward, and
+    PQN's step before it adds gamma lambda times that."""
     ppo = PPOConfig(reward_clip=CLIP, reward_scale=SCALE)
     agent = ppo.make_agent(CARTPOLE, 10)
     params = zeroed(agent.init(jax.random.key(0), CARTPOLE).params)
     zeros = jnp.zeros((T, B))
     batch = ppo_agent._gae_batch(agent.update.args[0], params, trajectory({"log_prob": zeros, "value": zeros}))
     np.testing.assert_allclose(np.asarray(batch.target)[-1], processed(CLIP, SCALE)[-1], rtol=1e-6)
-    pqn = PQNConfig(reward_clip=CLIP, reward_scale=SCALE)
+    pqn = PQNConfig(reward_clip=CLIP, reward_scale=SCALE, gamma=0.9, q_lambda=0.5)
     agent = pqn.make_agent(CARTPOLE, 10)
     params = zeroed(agent.init(jax.random.key(0), CARTPOLE).params["network"])
-    batch = q_lambda_batch(agent.update.args[0], params, trajectory({}))
-    np.testing.assert_allclose(np.asarray(batch.target).reshape(T, B)[-1], processed(CLIP, SCALE)[-1], rtol=1e-6)
+    target = np.asarray(q_lambda_batch(agent.update.args[0], params, trajectory({})).target).reshape(T, B)
+    r = processed(CLIP, SCALE)
+    np.testing.assert_allclose(target[-1], r[-1], rtol=1e-6)
+    # Q = 0: G_t = r_t + gamma ((1 - lambda) max Q + lambda G_{t+1}) = r_t + 0.9 * 0.5 * G_{t+1}
+    np.testing.assert_allclose(target[-2], r[-2] + 0.45 * r[-1], rtol=1e-5)
 
 
 def test_normalised_observations_are_clipped_at_the_configured_bound():
