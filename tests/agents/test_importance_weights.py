@@ -209,13 +209,15 @@ def test_muzero_weighs_each_windows_loss_and_gradient_by_its_importance_weight()
 
 
 def test_muzero_draws_windows_by_priority_with_the_configured_importance_exponent():
-    """A prioritised MuZero replay of two rollouts with random priorities set: `_batch`'s weights are
+    """A prioritised MuZero replay of two rollouts: the windows they complete come in at the largest
+    priority so far to the alpha (0.8); with random priorities set, `_batch`'s weights are
     (N P(i))^-0.3 / max with P(i) = p_i^0.8 / sum p^0.8 (a window may start at every step)."""
     agent_parts = muzero_agent.make_parts(MUZERO, MUZERO_SPEC, 10)
     state = muzero_agent._init(agent_parts, jax.random.key(0), MUZERO_SPEC)
     pieces = muzero_agent.replay_pieces(agent_parts)
     rng = np.random.default_rng(1)
-    buffer = state.shard_state
+    buffer = state.shard_state  # the largest priority seen so far 2: new windows come in at 2^alpha
+    buffer = buffer._replace(priorities=buffer.priorities._replace(max_priority=jnp.asarray(2.0, jnp.float32)))
     for _ in range(2):
         obs = jax.nn.one_hot(rng.integers(0, 4, (T + 1, B)), 4)
         ones = jnp.ones((T, B), jnp.float32)
@@ -223,7 +225,9 @@ def test_muzero_draws_windows_by_priority_with_the_configured_importance_exponen
         traj = Trajectory(obs[:-1], jnp.zeros((T, B), jnp.int32), jnp.asarray(rng.normal(size=(T, B)), jnp.float32),
                           ones, jnp.zeros((T, B), bool), obs[1:], extras, ())
         buffer = pieces.add(buffer, pieces.items(traj))
-    drawable = np.flatnonzero(np.asarray(sum_tree.leaves(buffer.priorities.tree)))
+    added = np.asarray(sum_tree.leaves(buffer.priorities.tree))
+    drawable = np.flatnonzero(added)
+    np.testing.assert_allclose(added[drawable], 2.0 ** MUZERO.priority_exponent, rtol=1e-6)
     priority = np.zeros(2 * T * B, np.float32)
     priority[drawable] = rng.uniform(0.2, 3.0, drawable.size)
     buffer = buffer._replace(priorities=prioritised.set_priorities(
