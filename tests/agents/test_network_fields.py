@@ -39,8 +39,12 @@ def other_activation(cls) -> str:
 
 
 def same_outputs(network, reference, *inputs) -> None:
-    """`network` applied to `reference`'s freshly initialised params gives `reference`'s outputs."""
+    """`network` applied to `reference`'s initialised params, every leaf perturbed (some heads start with
+    zero kernels, whose outputs would not depend on the layers below), gives `reference`'s outputs."""
     params = reference.init(jax.random.key(0), *inputs)
+    keys = jax.random.split(jax.random.key(2), len(jax.tree.leaves(params)))
+    params = jax.tree.unflatten(jax.tree.structure(params), [x + 0.5 * jax.random.normal(k, x.shape, x.dtype)
+                                                             for x, k in zip(jax.tree.leaves(params), keys)])
     for got, want in zip(jax.tree.leaves(network.apply(params, *inputs)), jax.tree.leaves(reference.apply(params, *inputs)),
                          strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6)
