@@ -24,11 +24,14 @@ ONLINE, TARGET = np.array([1.0, 2.0]), np.array([3.0, -1.0])
 would give 2 (its max) or 1 (at the target's argmax)."""
 
 
-@pytest.mark.parametrize("double_q, truncations", [(True, True), (False, True), (True, False)])
-def test_r2d2_targets_bootstrap_from_the_target_network_at_the_action_the_online_one_picks(double_q, truncations):
+@pytest.mark.parametrize("double_q, truncations, rescaling", [(True, True, True), (False, True, True),
+                                                             (True, False, True), (True, True, False)])
+def test_r2d2_targets_bootstrap_from_the_target_network_at_the_action_the_online_one_picks(double_q, truncations,
+                                                                                         rescaling):
     """With truncations in the batch the target network runs on every next observation; without, its
-    unroll's next step gives Q_target(o'_t): both must be the target network's."""
-    config = replace(R2D2, double_q=double_q)
+    unroll's next step gives Q_target(o'_t): both must be the target network's. With value rescaling
+    y = h(R + w h^-1(Q)), without it y = R + w Q."""
+    config = replace(R2D2, double_q=double_q, value_rescaling=rescaling)
     parts = r2d2_agent.make_parts(config, R2D2_SPEC, 10)
     steps = r2d2_steps(0, truncations)
     replay, _ = r2d2_replay(config, steps, 1)
