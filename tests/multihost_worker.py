@@ -5,7 +5,8 @@ multi-process settings and every other field at its default (evaluation included
 shortened only by the number of updates, and writes this process's final params (and
 first shard of per-learner-shard state), step counts and last evaluation return to
 `<out>/p<process_id>.npz`, with the number of programs spanning processes that this process
-compiled itself (`spanning_compiles`; with `--share-compiles` every process but 0 loads them).
+compiled itself (`spanning_compiles`; with `--share-compiles` every process but 0 loads them), and
+`podrl.core.distributed.host_sum` of 2^24 + 1 + process index over the processes (`host_sum`: exact in float64).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def main() -> None:
     parser.add_argument("--agent", default="ppo", help="a registered agent name, at its default config")
     parser.add_argument("--population", action="store_true", help="population_config instead of anakin_config")
     parser.add_argument("--no-eval", action="store_true", help="anakin: eval_episodes=0 (no greedy evaluation)")
+    parser.add_argument("--record-columns", action="store_true",
+                        help="sebulba: save the env columns each actor state is made for (`columns`, `columns_total`)")
     parser.add_argument("--others-cache", help="processes 1.. use this (empty) compilation cache folder, not the "
                                                "suite's: they find nothing there, so every program spanning "
                                                "processes comes from process 0, which may find it in its cache")
@@ -57,6 +60,9 @@ def main() -> None:
     from podrl.run.config import LoggingConfig
 
     agent_config = AGENTS[args.agent].config()
+    columns: list[tuple[list[int], int]] = []
+    if args.record_columns:
+        agent_config = recording_columns(agent_config, columns)
 
     logging = LoggingConfig(run_dir=None, console=True)
     if args.layout == "anakin":
@@ -82,9 +88,33 @@ def main() -> None:
         final_eval = np.nan if result.final_eval_return is None else result.final_eval_return
     # params, and this process's first shard of any per-learner-shard state (e.g. DQN's replay buffer)
     leaves = [np.asarray(x.addressable_data(0)) for x in jax.tree.leaves((train_state.params, train_state.shard_state))]
+    from podrl.core.distributed import host_sum
+
+    past_float32 = host_sum(np.array([2 ** 24 + 1 + jax.process_index()]))  # float32 would round it
     np.savez(os.path.join(args.out, f"p{jax.process_index()}.npz"), *leaves,
              local_steps=local_steps, global_steps=global_steps, final_eval=final_eval,
-             spanning_compiles=len(spanning_compiles))
+             spanning_compiles=len(spanning_compiles), host_sum=past_float32,
+             columns=np.array(sorted(i for index, _ in columns for i in index), np.int64),
+             columns_total=np.array(sorted({total for _, total in columns}), np.int64))
+
+
+def recording_columns(config, seen: list):
+    """`config` whose agent's `init_actor_state` appends the env columns a training layout names to `seen`
+    (`(global indices, total)`), and acts as `config`'s does."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Recorded(type(config)):
+        def make_agent(self, env_spec, total_updates):
+            agent = super().make_agent(env_spec, total_updates)
+
+            def init_actor_state(batch_size, columns=None):
+                if columns is not None:
+                    seen.append(([int(i) for i in columns.index], int(columns.total)))
+                return agent.init_actor_state(batch_size, columns)
+
+            return agent._replace(init_actor_state=init_actor_state)
+
+    return Recorded(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
 
 
 def count_spanning_compiles() -> list[str]:

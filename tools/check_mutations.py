@@ -20,10 +20,18 @@ clean copy and must pass.
 
 Prints a table and a JSON summary; exits 0 only if every mutation run was caught.
 
+`--fields` is the field-by-field guard instead (`tools/field_guard.py`): for every field of every agent
+config and of each layout's run config, the mutation "the code reads the field's default instead of its
+value", which fields no ordinary test notices, and whether each such field has its reason in
+`tools/field_reasons.py`. Expensive: run it on demand, an agent at a time if need be (`--agent`).
+
 Examples:
   python tools/check_mutations.py                      # all of them (on 2 cores: see CONTRIBUTING.md)
   python tools/check_mutations.py --only td3-no-policy-delay muzero-online-bootstrap
   python tools/check_mutations.py --list
+  python tools/check_mutations.py --fields --agent ppo --jobs 2   # the guard for PPO's fields
+  python tools/check_mutations.py --fields --agent dqn --field gamma n_step
+  python tools/check_mutations.py --fields --list      # the fields and their reasons
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: tools/ is sys.path[0], the repository root is not
     sys.path.insert(0, str(ROOT))
 
+from tools import field_guard  # noqa: E402
 from tools.check_learning_tests import SITECUSTOMIZE_HEAD, failure_messages, outcomes  # noqa: E402
 from tools.mutations import MUTATIONS, Mutation  # noqa: E402
 
@@ -132,10 +141,11 @@ def check_imports_come_from(copy: Path, env: dict[str, str]) -> list[str]:
 
 
 def run_tests(copy: Path, env: dict[str, str], tests: tuple[str, ...], junit: Path,
-              timeout: float) -> tuple[str, dict[str, str], float]:
+              timeout: float, census: bool = False) -> tuple[str, dict[str, str], float]:
     """Runs `tests` in `copy`: `(result, {failed test id: message}, seconds)`, result "passed", "failed" or
-    "error: ..."."""
-    command = [sys.executable, "-m", "pytest", *PYTEST_ARGS, f"--junitxml={junit}", *tests]
+    "error: ..."; `census`: every test, not stopping at the first failure (`--fields`' census run)."""
+    args = tuple(a for a in PYTEST_ARGS if a != "-x") if census else PYTEST_ARGS
+    command = [sys.executable, "-m", "pytest", *args, f"--junitxml={junit}", *tests]
     start = time.monotonic()
     try:
         rc = subprocess.run(command, cwd=copy, env=env, timeout=timeout,
@@ -193,7 +203,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-baseline", action="store_true", help="skip the run of the tests on the clean copy")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per pytest run (default 1200)")
     parser.add_argument("--json-out", help="also write the JSON summary (with every row) to this file")
+    fields = parser.add_argument_group("the field-by-field guard (tools/field_guard.py)")
+    fields.add_argument("--fields", action="store_true", help="run the field guard instead of the named mutations")
+    fields.add_argument("--agent", dest="owner", nargs="+", metavar="NAME",
+                        help="only these owners: agent names (ppo, dqn, ...) and/or the layouts anakin, sebulba")
+    fields.add_argument("--field", nargs="+", metavar="FIELD", help="only these fields")
+    fields.add_argument("--tests", nargs="+", metavar="TEST",
+                        help="run these tests (pytest arguments) instead of those that name each owner")
+    fields.add_argument("--jobs", type=int, default=1, help="mutation runs at once (default 1)")
+    fields.add_argument("--cache", default=field_guard.default_cache(),
+                        help="verdicts kept by field and tree digest; an unchanged tree's are not run again")
+    fields.add_argument("--markdown", help="also write the verdicts as a Markdown table to this file")
     args = parser.parse_args(argv)
+    if args.fields:
+        return field_guard.run_fields(args, copy_tree, child_env, check_imports_come_from, run_tests)
     mutations = select(args.only)
     if args.list:
         for m in mutations:

@@ -34,6 +34,10 @@ DQN = ("tests/agents/test_dqn.py",)
 PQN = ("tests/agents/test_pqn.py",)
 MASKS = ("tests/agents/test_masking.py",)
 IMPALA = ("tests/agents/test_impala.py", "tests/agents/test_vtrace.py")
+R2D2 = ("tests/agents/test_targets.py", "tests/agents/test_importance_weights.py", "tests/agents/test_gradient_paths.py",
+        "tests/agents/test_r2d2_sequences.py", "tests/agents/test_r2d2.py")
+WEIGHTS = ("tests/agents/test_importance_weights.py", "tests/agents/test_prioritised.py")
+SEBULBA_PIPELINE = ("tests/layouts/test_sebulba_pipeline.py",)
 
 MUTATIONS: tuple[Mutation, ...] = (
     # ---------------------------------------------------------------- the six of issue 42
@@ -262,4 +266,172 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    return process_0s(eval_return is not None and bool(np.any(np.asarray(eval_return) >= target)))",
         ("tests/run/test_driver.py::test_reached_target_needs_every_seed_at_or_above_it",),
         "one seed reaching the target stops a multi-seed run"),
+
+    # ---------------------------------------------------------------- issue 56: replay agents' blind spots
+    Mutation(
+        "r2d2-online-bootstrap", "agents/r2d2/agent.py",
+        "    del params  # the online network's values are the loss's\n"
+        "    cfg, network = parts.config, parts.network\n"
+        "    drawn = prioritised.sample(buffer, key, cfg.batch_size, cfg.window, cfg.sequence_period, columns)\n"
+        "    window = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), drawn.window)  # [W, N, ...]\n"
+        "    q, next_carry = q_unroll(network, target_params, drawn.start_state, window.observation,",
+        "    cfg, network = parts.config, parts.network\n"
+        "    drawn = prioritised.sample(buffer, key, cfg.batch_size, cfg.window, cfg.sequence_period, columns)\n"
+        "    window = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), drawn.window)  # [W, N, ...]\n"
+        "    q, next_carry = q_unroll(network, params, drawn.start_state, window.observation,",
+        R2D2, "R2D2's targets bootstrapped from the online network instead of the target network"),
+    Mutation(
+        "r2d2-target-selects", "agents/r2d2/losses.py",
+        "        selector = bootstrap_q(network, *fixed, learned.next_observation, learned.truncated)",
+        "        selector = batch.target_q",
+        R2D2, "R2D2's double Q choosing the bootstrap action with the target network (the max's overestimation)"),
+    Mutation(
+        "r2d2-unweighted-loss", "agents/r2d2/losses.py",
+        "loss = jnp.mean(batch.weight * jnp.mean(0.5 * jnp.square(td), axis=0))",
+        "loss = jnp.mean(jnp.mean(0.5 * jnp.square(td), axis=0))",
+        R2D2, "R2D2's prioritised draws not corrected by their importance weights (a biased update)"),
+    Mutation(
+        "r2d2-weights-with-priority-exponent", "agents/r2d2/agent.py",
+        "weight = prioritised.importance_weights(drawn.probability, cfg.importance_exponent)",
+        "weight = prioritised.importance_weights(drawn.probability, cfg.priority_exponent)",
+        R2D2, "R2D2's importance weights built with alpha instead of beta"),
+    Mutation(
+        "r2d2-burn-in-gradient", "agents/r2d2/losses.py",
+        "        _, burned = q_unroll(network, jax.lax.stop_gradient(params), carry, burn_obs, reset[:burn])\n"
+        "        carry = jax.lax.stop_gradient(jax.tree.map(lambda x: x[-1], burned))",
+        "        _, burned = q_unroll(network, params, carry, burn_obs, reset[:burn])\n"
+        "        carry = jax.tree.map(lambda x: x[-1], burned)",
+        R2D2, "R2D2's burn-in trained through (the warm-up's gradient flows into the params)"),
+    Mutation(
+        "sequence-priority-max-only", "agents/prioritised.py",
+        "    return eta * jnp.max(td_abs, axis=-1) + (1.0 - eta) * jnp.mean(td_abs, axis=-1)",
+        "    return jnp.max(td_abs, axis=-1)",
+        R2D2, "R2D2's sequence priorities the max |delta| alone, eta ignored"),
+    Mutation(
+        "no-priority-floor", "agents/prioritised.py",
+        "    priority = jnp.maximum(jax.lax.stop_gradient(priority).astype(jnp.float32), PRIORITY_FLOOR)",
+        "    priority = jax.lax.stop_gradient(priority).astype(jnp.float32)",
+        WEIGHTS, "a sequence replayed with zero TD error never drawn again (priority 0)"),
+    Mutation(
+        "priority-exponent-not-applied", "agents/prioritised.py",
+        "    pending = PendingPriorities(index.astype(jnp.int32), priority ** exponent)",
+        "    pending = PendingPriorities(index.astype(jnp.int32), priority)",
+        WEIGHTS + ("tests/agents/test_r2d2_sequences.py",), "new priorities written as p, not p^alpha"),
+    Mutation(
+        "dqn-prioritised-unweighted", "agents/dqn/losses.py",
+        "loss = jnp.mean(batch.weight * td_loss(td, config.loss))",
+        "loss = jnp.mean(td_loss(td, config.loss))",
+        WEIGHTS + DQN, "prioritised DQN's losses not weighted by their importance weights"),
+    Mutation(
+        "dqn-prioritised-online-bootstrap", "agents/dqn/agent.py",
+        "    sample = jax.tree.map(lambda x: x[:, 0], drawn.window)\n"
+        "    target = _targets(parts, network_params, target_params, sample)",
+        "    sample = jax.tree.map(lambda x: x[:, 0], drawn.window)\n"
+        "    target = _targets(parts, network_params, network_params, sample)",
+        WEIGHTS + DQN, "prioritised DQN's targets from the online network"),
+    Mutation(
+        "dqn-weights-with-priority-exponent", "agents/dqn/agent.py",
+        "weight = prioritised.importance_weights(drawn.probability, cfg.importance_exponent)",
+        "weight = prioritised.importance_weights(drawn.probability, cfg.priority_exponent)",
+        WEIGHTS + DQN, "prioritised DQN's importance weights built with alpha instead of beta"),
+    Mutation(
+        "muzero-prioritised-unweighted", "agents/muzero/losses.py",
+        "loss = jnp.mean(per_window if batch.weight is None else batch.weight * per_window)",
+        "loss = jnp.mean(per_window)",
+        ("tests/agents/test_importance_weights.py",) + MUZERO, "MuZero's prioritised windows not weighted"),
+    Mutation(
+        "muzero-weights-with-priority-exponent", "agents/muzero/agent.py",
+        "importance_weights(drawn.probability, cfg.importance_exponent)",
+        "importance_weights(drawn.probability, cfg.priority_exponent)",
+        ("tests/agents/test_importance_weights.py",) + MUZERO, "MuZero's importance weights built with alpha"),
+    Mutation(
+        "muzero-hidden-state-gradient-unscaled", "agents/muzero/losses.py",
+        "        return scale_gradient(next_state, 0.5), (next_state, reward_logits)",
+        "        return next_state, (next_state, reward_logits)",
+        ("tests/agents/test_gradient_paths.py",) + MUZERO,
+        "MuZero's unroll without the halved gradient into each hidden state (the pseudocode's scale_gradient)"),
+    # ---------------------------------------------------------------- issue 56: pods and Sebulba
+    Mutation(
+        "sebulba-buffers-recycled-before-the-step", "podrl/sebulba/program.py",
+        "        t1 = time.perf_counter()\n"
+        "        state, metrics, inputs = self.step.checked(state, self.learner_keys, np.int32(i),\n"
+        "                                                   *(r.trajectory for r in rollouts))\n"
+        "        self._stepped = (i + 1, state, metrics, inputs)  # the driver's state lost its donated replay\n"
+        "        metrics, inputs = _checked(metrics, inputs, i, self.config.env)\n"
+        "        self.source.publish(state.params, i + 1)  # blocks until the update has finished on every learner "
+        "device\n"
+        "        self.pool.recycle(rollouts)  # ... so their buffers may be written again",
+        "        t1 = time.perf_counter()\n"
+        "        self.pool.recycle(rollouts)\n"
+        "        state, metrics, inputs = self.step.checked(state, self.learner_keys, np.int32(i),\n"
+        "                                                   *(r.trajectory for r in rollouts))\n"
+        "        self._stepped = (i + 1, state, metrics, inputs)  # the driver's state lost its donated replay\n"
+        "        metrics, inputs = _checked(metrics, inputs, i, self.config.env)\n"
+        "        self.source.publish(state.params, i + 1)  # blocks until the update has finished on every learner "
+        "device",
+        SEBULBA_PIPELINE, "an actor overwriting a rollout's buffer while the learner step still reads it"),
+    Mutation(
+        "sebulba-groups-share-columns", "podrl/sebulba/rollout.py",
+        "size, _group_columns(columns, g, size)), policy.device))",
+        "size, _group_columns(columns, 0, size)), policy.device))",
+        SEBULBA_PIPELINE, "every env group of a thread acting with its first group's columns (R2D2's epsilons)"),
+    Mutation(
+        "sebulba-hosts-share-columns", "podrl/sebulba/program.py",
+        "        first_thread = jax.process_index() * config.num_threads  # global index of this process's thread 0",
+        "        first_thread = 0 * config.num_threads  # global index of this process's thread 0",
+        ("tests/system/test_multihost.py::test_sebulba_r2d2_two_processes_share_one_learner",),
+        "every host's actors acting with the env columns (and keys) of host 0's"),
+    Mutation(
+        "sebulba-resume-waits-for-an-older-version", "podrl/sebulba/params.py",
+        "        return None if self.lag is None else max(self.first_version, rollout - self.lag)",
+        "        return None if self.lag is None else max(0, rollout - self.lag)",
+        ("tests/layouts/test_sebulba_resume_lag.py",),
+        "a lag >= 1 Sebulba resume waiting for a params version older than the checkpoint (a hang, then a timeout)"),
+    Mutation(
+        "resume-recounts-env-steps", "podrl/run/context.py",
+        "        self._steps_at_start = config.logged_steps(self.start, jax.process_count()) if saved_steps is None \\\n",
+        "        self._steps_at_start = config.logged_steps(self.start, jax.process_count()) if True \\\n",
+        ("tests/layouts/test_sebulba_resume_lag.py",),
+        "a resume on another process count recounting the env steps done as if this topology had done them"),
+    Mutation(
+        "time-saves-by-own-clock", "podrl/run/control.py",
+        "            by_time = process_0s(by_time)",
+        "            by_time = by_time",
+        ("tests/run/test_pod_agreements.py",),
+        "a time-based save that one process of a pod starts alone (a collective the others never join)"),
+    Mutation(
+        "coordinator-loss-unnamed", "podrl/run/preemption.py",
+        "        return [0] if me != 0 else []",
+        "        return []",
+        ("tests/run/test_pod_agreements.py",), "a survivor of process 0's loss not saying which process was lost"),
+    Mutation(
+        "anakin-eval-shards-same-episodes", "podrl/anakin/compiled.py",
+        "            keys = eval_keys(seed_key, shard, self.eval_per_shard)",
+        "            keys = eval_keys(seed_key, 0, self.eval_per_shard)",
+        ("tests/layouts/test_anakin_eval_shards.py",),
+        "every learner shard playing the same evaluation episodes (fewer distinct episodes than eval_episodes)"),
+    # ---------------------------------------------------------------- issue 56: the three bugs
+    Mutation(
+        "sebulba-failure-saves-the-donated-state", "podrl/sebulba/program.py",
+        "        self._stepped = (i + 1, state, metrics, inputs)  # the driver's state lost its donated replay\n",
+        "",
+        ("tests/layouts/test_sebulba_failure_save.py",),
+        "an interrupt during a Sebulba replay agent's learner step leaving no checkpoint of the step's work"),
+    Mutation(
+        "failure-save-of-a-deleted-state", "podrl/run/driver.py",
+        "        if donated(state):",
+        "        if False:",
+        ("tests/layouts/test_sebulba_failure_save.py",),
+        "the failure path serialising donated arrays (\"Array has been deleted\" instead of the failure)"),
+    Mutation(
+        "host-sum-in-float32", "podrl/core/distributed.py",
+        "    gathered = np.asarray(multihost_utils.process_allgather(float64_words(values)))\n"
+        "    return words_float64(gathered, values.shape).sum(axis=0)",
+        "    return np.asarray(multihost_utils.process_allgather(values)).sum(axis=0)",
+        ("tests/core/test_host_sum.py",), "Sebulba's global env-step count and SPS inexact past 2^24 steps"),
+    Mutation(
+        "second-sigterm-dropped", "podrl/run/control.py",
+        "        elif previous != signal.SIG_IGN:  # SIGTERM's default action would lose the checkpoint on its way",
+        "        elif False:",
+        ("tests/run/test_second_signal.py",), "a second SIGTERM dropped without a word"),
 )

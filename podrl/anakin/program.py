@@ -85,6 +85,10 @@ class AnakinProgram:
         summary["sps"] = self.env_steps_of(last - first) / (time.perf_counter() - t0)
         return state, summary
 
+    def failure_state(self, done: int, state: Any) -> tuple[int, Any]:
+        """Not asked (`save_on_failure` is False: a failed call donated the whole state)."""
+        return done, state
+
     def evaluate(self, params: Any, seed: int, update: int) -> np.ndarray | None:
         if not self.config.eval_episodes:  # no evaluation: its program is never compiled
             return None

@@ -4,10 +4,18 @@
 after the current call), `podrl.run.preemption.PodStopRequests` when the run has several
 processes (a signal to any one stops every one after the same call). Both answer
 `agreed(call)` after each training call, `reason()` and `describe()` after the stop.
+
+A second signal: SIGINT is a person's, so a second one interrupts at once (Python's handler:
+KeyboardInterrupt, and the failure path checkpoints what it can). SIGTERM is a machine's notice (a
+preemption, a scheduler's stop), often delivered more than once by the layers that forward it (a
+launcher and the system both signalling a process): a second one must not throw away the stop and
+final checkpoint the first started within the grace period, so it is answered with a line on stderr
+saying the run is already stopping and that SIGKILL ends it at once, and the stop goes on.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -19,9 +27,11 @@ import numpy as np
 class StopRequests:
     """While active, SIGINT/SIGTERM ask the loop to stop (checkpoint, then return) instead of dying.
 
-    A second signal of the same kind falls back to the previous handler (e.g.
-    KeyboardInterrupt), so an impatient user can still break out. Outside the main
-    thread (where Python allows no handlers) it does nothing.
+    The first signal is acknowledged on stderr. After it, a SIGINT calls the handler from before we
+    were installed (Python's: KeyboardInterrupt), so an impatient user can still break out; a SIGTERM
+    does not end the stop in progress (module docstring): it is answered on stderr, or goes to a
+    Python handler installed before ours, or is ignored if SIGTERM was ignored before. Outside the
+    main thread (where Python allows no handlers) it does nothing.
     """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -38,13 +48,19 @@ class StopRequests:
         return self
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.received is not None:  # second request: behave as before we were installed
-            previous = self._previous.get(signum)
-            if callable(previous):
-                previous(signum, frame)
+        name = signal.Signals(signum).name
+        if self.received is None:
+            self.received = name
+            later = "Ctrl-C again interrupts at once" if signum == signal.SIGINT else "SIGKILL ends it at once"
+            say(f"{name}: stopping cleanly after the current training call ({later})")
+            self._asked()
             return
-        self.received = signal.Signals(signum).name
-        self._asked()
+        previous = self._previous.get(signum)
+        if callable(previous):  # Python's SIGINT handler (KeyboardInterrupt), or a user's own
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:  # SIGTERM's default action would lose the checkpoint on its way
+            say(f"{name} again: already stopping cleanly after the current training call (SIGKILL ends "
+                "the process at once, without its final checkpoint)")
 
     def _before_install(self) -> None:
         """Runs in the main thread before the handlers go in (a subclass's hook)."""
@@ -68,6 +84,12 @@ class StopRequests:
     def __exit__(self, *exc) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+
+def say(line: str) -> None:
+    """Writes `[podrl] line` to stderr from a signal handler (an unbuffered write: the handler may have
+    interrupted a print to the same stream)."""
+    os.write(2, f"[podrl] {line}\n".encode())
 
 
 def stop_requests() -> "StopRequests":

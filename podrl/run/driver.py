@@ -25,8 +25,9 @@ waited are logged as `eval_wait_s` in that point's record) and after the loop, a
 Failures: a `NonFiniteError` (a NaN loss, or a NaN/Inf reward or observation from the env) or a
 `NoLegalActionError` (an observation to act on whose action mask allows nothing) gets
 the last good checkpoint as a note and stops the run; any other failure (an actor, the user's
-env, a timeout) first checkpoints the learner's work when the program can (`save_on_failure`),
-and its message says which checkpoint that is. With several processes a save is collective, so
+env, a timeout) first checkpoints the learner's work when the program can (`save_on_failure`:
+the state its `failure_state` names, never one whose buffers a call took), and its message says
+which checkpoint that is. With several processes a save is collective, so
 a failure is never checkpointed; a failure that is another process's loss (a collective fails
 when a peer dies) is told from the others by `podrl.run.preemption.lost_processes` and raised as
 `ProcessLost`, naming the lost process(es) and the last good checkpoint.
@@ -58,7 +59,7 @@ class Program(Protocol):
     """A layout's host program, as the driver sees it."""
 
     save_on_failure: bool
-    """True when the state is still valid after a failed call (checkpointed before the error is raised)."""
+    """True when the learner's work survives a failed call (`failure_state` is checkpointed before the error is raised)."""
     profile_calls: int
     """How many training calls `--profile` traces."""
 
@@ -80,6 +81,10 @@ class Program(Protocol):
     def train(self, state: Any, first: int, last: int) -> tuple[Any, dict[str, Any] | None]:
         """Runs updates `first..last-1`; the new state and a log record (None: nothing to log yet).
         Raises NonFiniteError (`podrl.core.finite.check_training`) on a non-finite input or metric."""
+
+    def failure_state(self, done: int, state: Any) -> tuple[int, Any]:
+        """After a failed call (with `save_on_failure`): `(updates, state)` to checkpoint, `(done, state)` unless
+        the failed call's step already returned a newer state (its input's donated buffers are gone)."""
 
     def evaluate(self, params: Any, seed: int, update: int) -> Any:
         """The greedy return of `params` (those of update `update`), as host data; None when this program
@@ -192,9 +197,31 @@ def _after_failure(program: Program, run: RunContext, loop: _Loop, error: BaseEx
             raise ProcessLost(lost, f"after update {loop.done}", run.checkpoints.describe_last()) from error
         return
     if program.save_on_failure:
-        run.save(loop.done, loop.state, program.params(loop.state))
+        _save_after_failure(program, run, loop, error)
+
+
+def _save_after_failure(program: Program, run: RunContext, loop: _Loop, error: BaseException) -> None:
+    """Checkpoints the learner's work after a failed call (`program.failure_state`) and says which
+    checkpoint holds it in a note on `error`, the error the user sees. Never a donated state (a call's
+    input whose buffers the call took: "Array has been deleted"): then nothing is saved and the note
+    names the last good checkpoint; a save that fails too is a note, not the error raised."""
+    try:
+        update, state = program.failure_state(loop.done, loop.state)
+        if donated(state):
+            error.add_note(f"the learner's state after update {update} was handed to the training call that "
+                           f"failed, so it was not checkpointed; {run.checkpoints.describe_last()}")
+            return
+        run.save(update, state, program.params(state))
         run.checkpoints.wait()
-        error.add_note(f"the learner's work before the failure was checkpointed: {run.checkpoints.describe_last()}")
+    except Exception as failed:  # noqa: BLE001 - the run's own error is the one to raise
+        error.add_note(f"checkpointing the learner's work failed too ({failed!r}); {run.checkpoints.describe_last()}")
+        return
+    error.add_note(f"the learner's work before the failure was checkpointed: {run.checkpoints.describe_last()}")
+
+
+def donated(state: Any) -> bool:
+    """Whether any array of `state` was donated to a call (deleted): such a state cannot be saved."""
+    return any(isinstance(x, jax.Array) and x.is_deleted() for x in jax.tree.leaves(state))
 
 
 def _count_calls(program: Program, start: int, limit: int) -> int:

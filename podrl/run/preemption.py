@@ -24,8 +24,9 @@ both that (1) record who asked, `podrl/stop/<process index> = <signal name>` in 
 service's key-value store, read back at the sync point so every process's closing line names the
 host(s) that asked, then (2) hand the request to JAX's notifier: JAX's SIGTERM action (saved,
 as an opaque `struct sigaction`, before ours went in) is put back, SIGTERM is raised in the main
-thread (delivered before `pthread_kill` returns) and ours is put back. A second signal behaves as
-before we were installed (SIGINT: KeyboardInterrupt), as in a single-process run.
+thread (delivered before `pthread_kill` returns) and ours is put back. A second signal is handled
+as in a single-process run (`podrl.run.control`): a SIGINT interrupts this process at once
+(KeyboardInterrupt; the others then find it lost), a SIGTERM does not undo the agreed stop and save.
 
 Single-process runs keep `podrl.run.control.StopRequests`; `stop_requests()` picks.
 """

@@ -76,6 +76,7 @@ class SebulbaProgram:
         self.env_steps = self.global_steps = 0
         self._eval_env = None
         self.limit = config.num_updates
+        self._stepped: tuple[int, TrainState, Any, Any] | None = None  # a learner step's result `train` has not returned
 
     # ---- building (main thread) ----
 
@@ -156,19 +157,31 @@ class SebulbaProgram:
         t1 = time.perf_counter()
         state, metrics, inputs = self.step.checked(state, self.learner_keys, np.int32(i),
                                                    *(r.trajectory for r in rollouts))
-        metrics, inputs = jax.device_get((metrics, inputs))
-        check_training({f"train/{k}": v for k, v in metrics.items()}, inputs, i, i + 1, _threads(inputs),
-                       env=self.config.env)
+        self._stepped = (i + 1, state, metrics, inputs)  # the driver's state lost its donated replay
+        metrics, inputs = _checked(metrics, inputs, i, self.config.env)
         self.source.publish(state.params, i + 1)  # blocks until the update has finished on every learner device
         self.pool.recycle(rollouts)  # ... so their buffers may be written again
         t2 = time.perf_counter()
         self.lags[i] = [i - r.version for r in rollouts]
         self.env_steps += len(rollouts) * config.rollout_length * config.envs_per_thread  # this host's
         self.stats.add(rollouts, metrics, self.lags[i], queue_wait=t1 - t0, learner=t2 - t1)
-        if (i + 1) % config.log_every and i + 1 != self.limit:
-            return state, None
-        self.global_steps = int(host_sum(np.array([self.env_steps]))[0])
-        return state, self.stats.flush(self.global_steps, time.perf_counter() - self.train_start - self.eval_seconds)
+        record = None
+        if (i + 1) % config.log_every == 0 or i + 1 == self.limit:
+            self.global_steps = int(host_sum(np.array([self.env_steps]))[0])
+            record = self.stats.flush(self.global_steps, time.perf_counter() - self.train_start - self.eval_seconds)
+        self._stepped = None  # the driver holds the step's result from here on
+        return state, record
+
+    def failure_state(self, done: int, state: TrainState) -> tuple[int, TrainState]:
+        """After a failed call: `(updates, state)` to checkpoint. The learner step takes (donates) the
+        replay of the state it is given, so after a failure between update `i`'s step and the end of
+        `train` (an interrupt while the main thread waits for the step or publishes its params) `state`
+        has none: then it is the step's own result, update `i + 1`, once that passes the finite check."""
+        if self._stepped is None:
+            return done, state
+        (update, stepped, metrics, inputs), self._stepped = self._stepped, None
+        _checked(metrics, inputs, update - 1, self.config.env)
+        return update, stepped
 
     def evaluate(self, params: Any, seed: int, update: int) -> float | None:
         """Mean greedy return on its own env batch (built on first use), on process 0 only (no collective).
@@ -202,6 +215,14 @@ class SebulbaProgram:
     def close(self) -> None:
         """Stops and joins the actors, closes every env."""
         self.pool.close()
+
+
+def _checked(metrics: Any, inputs: InputCounts, update: int, env: str) -> tuple[Any, InputCounts]:
+    """Update `update`'s metrics and input counts on the host, after the finite check (NonFiniteError)."""
+    metrics, inputs = jax.device_get((metrics, inputs))
+    check_training({f"train/{k}": v for k, v in metrics.items()}, inputs, update, update + 1, _threads(inputs),
+                   env=env)
+    return metrics, inputs
 
 
 def _threads(inputs: InputCounts) -> str:

@@ -66,3 +66,100 @@ def test_the_junit_report_gives_each_failure_its_message(tmp_path):
                                "tests.agents.test_b::test_broken": "error"}
     assert failure_messages(junit) == {"tests.agents.test_a::test_bad": "assert 1.0 == 0.0",
                                        "tests.agents.test_b::test_broken": "ImportError"}
+
+
+# ---------------------------------------------------------------- the field guard (--fields)
+
+FAKE_CONFIG = '''
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeConfig:
+    gamma: float = 0.9
+    width: int = 3
+    unused: int = 7
+
+    def __post_init__(self):
+        if not 0 <= self.gamma <= 1:
+            raise ValueError("gamma")
+
+    def check_batch(self, n):
+        return self.width * n
+'''
+FAKE_CODE = '''
+def compute(config):
+    return config.gamma * 10 + config.width
+'''
+CHILD = '''
+import dataclasses, json
+from agents.fake_config import FakeConfig
+from agents.fake_code import compute
+config = FakeConfig(gamma=0.5, width=3)
+try:
+    FakeConfig(gamma=2.0)
+    refused = False
+except ValueError:
+    refused = True
+print(json.dumps({"computed": compute(config), "read": config.gamma, "validated": config.check_batch(2),
+                  "refused": refused, "equal": config == FakeConfig(gamma=0.5), "saved": dataclasses.asdict(config)}))
+'''
+
+
+def guarded_child(tmp_path, mode: str, fields: list[str]) -> tuple[dict, dict]:
+    """Runs CHILD over a fake package (agents/fake_config.py, agents/fake_code.py) with the field guard's
+    hook in `mode` on `fields` of FakeConfig: `(what CHILD printed, the census's counts)`."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root, site, out = tmp_path / mode / "tree", tmp_path / mode / "site", tmp_path / mode / "out"
+    for folder in (root / "agents", site, out):
+        folder.mkdir(parents=True)
+    (root / "agents" / "__init__.py").write_text("")
+    (root / "agents" / "fake_config.py").write_text(FAKE_CONFIG)
+    (root / "agents" / "fake_code.py").write_text(FAKE_CODE)
+    shutil.copy(ROOT / "tools" / "field_guard_hook.py", site)
+    (site / "sitecustomize.py").write_text("import field_guard_hook  # noqa: F401\n")
+    spec = {"mode": mode, "root": str(root), "classes": {"agents.fake_config": {"FakeConfig": fields}}, "out": str(out)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(root)]), "PODRL_FIELD_GUARD": json.dumps(spec)}
+    child = subprocess.run([sys.executable, "-c", CHILD], cwd=root, env=env, capture_output=True, text=True,
+                           timeout=60)
+    assert child.returncode == 0, child.stderr
+    census = {}
+    for path in out.glob("census-*.json"):
+        census.update(json.loads(path.read_text()))
+    return json.loads(child.stdout), census
+
+
+def test_the_field_guard_gives_the_code_the_default_and_everyone_else_the_value(tmp_path):
+    """Mutated, `gamma` is its default 0.9 to the code (compute: 0.9 * 10 + 3) and 0.5 to the test's own read,
+    the validation (which still refuses 2.0), equality and the saved dict; the census counts the code's
+    reads: gamma once at another value, width once at its default, unused never."""
+    got, _ = guarded_child(tmp_path, "mutate", ["gamma"])
+    assert got == {"computed": 12.0, "read": 0.5, "validated": 6, "refused": True, "equal": True,
+                   "saved": {"gamma": 0.5, "width": 3, "unused": 7}}
+    got, census = guarded_child(tmp_path, "census", ["gamma", "width", "unused"])
+    assert got["computed"] == 8.0
+    assert census == {"agents.fake_config:FakeConfig.gamma": [0, 1], "agents.fake_config:FakeConfig.width": [1, 0],
+                      "agents.fake_config:FakeConfig.unused": [0, 0]}
+
+
+def test_the_field_guard_lists_every_field_of_every_agent_and_layout_config():
+    import dataclasses
+
+    from podrl.agents import AGENTS
+    from podrl.anakin.config import AnakinConfig
+    from podrl.sebulba.config import SebulbaConfig
+    from tools import field_guard
+
+    names = {t.name for t in field_guard.targets()}
+    want = {f"{agent}.{f.name}" for agent, entry in AGENTS.items() for f in dataclasses.fields(entry.config)}
+    want |= {f"{layout}.{f.name}" for layout, cls in (("anakin", AnakinConfig), ("sebulba", SebulbaConfig))
+             for f in dataclasses.fields(cls) if f.name not in field_guard.NESTED}
+    assert names == want
+    assert "tests/agents/test_dqn.py" in field_guard.tests_for("dqn", ROOT)
+    for key in field_guard.REASONS:  # every reason names a field the guard knows
+        owner, field = key.split(".", 1)
+        assert key in names or (owner == "*" and any(n.endswith(f".{field}") for n in names)), key

@@ -35,7 +35,7 @@ def launch(num_processes: int, devices: int, command: list[str], timeout: float)
 def load(path: Path) -> tuple[list[np.ndarray], int, int, float]:
     """`(param leaves, local env steps, global env steps, last eval return)` a worker saved."""
     data = np.load(path)
-    leaves = [data[f"arr_{i}"] for i in range(len(data.files) - 4)]
+    leaves = [data[f"arr_{i}"] for i in range(sum(name.startswith("arr_") for name in data.files))]
     return leaves, int(data["local_steps"]), int(data["global_steps"]), float(data["final_eval"])
 
 
@@ -130,6 +130,9 @@ def test_anakin_muzero_two_processes_checkpoint_and_resume_consistently(tmp_path
 
 @pytest.mark.timeout(300)
 def test_sebulba_two_processes_share_one_learner(tmp_path):
+    """Both processes end with the same params; each counts its own actors' steps, and their sum over the
+    hosts is logged; process 0 alone logs and evaluates. `host_sum` (those sums) is exact in float64 past
+    float32's 2^24: (2^24 + 1) + (2^24 + 2) on the two processes is 2^25 + 3 on both."""
     result = launch(2, 2, WORKER + ["--layout", "sebulba", "--out", str(tmp_path), "--updates", "6"], timeout=280)
     assert result.returncode == 0, result.stdout[-4000:]
     (p0, local0, global0, eval0), (p1, local1, global1, eval1) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
@@ -140,6 +143,9 @@ def test_sebulba_two_processes_share_one_learner(tmp_path):
     assert "[p0] [sebulba]" in result.stdout and "[p1] [sebulba]" not in result.stdout  # logs: process 0 only
     assert np.isfinite(eval0) and np.isnan(eval1)  # process 0 evaluates (on its own replica), alone
     assert "| eval " in result.stdout
+    for name in ("p0.npz", "p1.npz"):
+        summed = np.load(tmp_path / name)["host_sum"]
+        assert summed.dtype == np.float64 and summed.tolist() == [2 ** 25 + 3], summed
 
 
 @pytest.mark.timeout(400)
@@ -165,9 +171,9 @@ def test_sebulba_r2d2_two_processes_share_one_learner(tmp_path):
     """agent:r2d2 at its defaults (each host's actor thread acts with the Ape-X epsilons of its own global
     env columns, one prioritised sequence replay per learner shard, learning from the first update): both
     processes end with the same params; each learner shard's replay holds its own host's steps, and its
-    priorities are its own."""
+    priorities are its own; process p's actor states are made for env columns 8p .. 8p + 7 of 16."""
     result = launch(2, 2, WORKER + ["--layout", "sebulba", "--agent", "r2d2", "--out", str(tmp_path),
-                                    "--updates", "3"], timeout=380)
+                                    "--updates", "3", "--record-columns"], timeout=380)
     assert result.returncode == 0, result.stdout[-4000:]
     (p0, local0, global0, _), (p1, local1, global1, _) = load(tmp_path / "p0.npz"), load(tmp_path / "p1.npz")
     # the PrioritisedReplay's leaves: 6 Step fields, position, size, the stored LSTM (c, h), sum tree, max priority
@@ -178,6 +184,9 @@ def test_sebulba_r2d2_two_processes_share_one_learner(tmp_path):
     assert int(replay0[7].reshape(-1)[0]) == int(replay1[7].reshape(-1)[0]) == 8 * 64 * 3  # size: its host's steps
     assert not np.array_equal(replay0[0], replay1[0])  # observations: each host's own actors
     assert not np.array_equal(replay0[-2], replay1[-2])  # priorities: each shard's own draws
+    for name, first in (("p0.npz", 0), ("p1.npz", 8)):  # each host's actors: its own 8 of the 16 env columns
+        data = np.load(tmp_path / name)
+        assert data["columns"].tolist() == list(range(first, first + 8)) and data["columns_total"].tolist() == [16]
 
 
 def readme_launch_commands() -> dict[str, list[str]]:
