@@ -119,6 +119,7 @@ def measure_training(m: Measurement) -> dict[str, Any]:
         "compile_seconds": float(result.compile_seconds),
         "steps_measured": config.num_updates * config.steps_per_update,
         "final_eval_return": None if final_return is None else float(np.mean(final_return)),
+        "stages": result.stages,  # where the seconds from process start went (podrl.run.stages)
     }
 
 

@@ -93,7 +93,7 @@ def measure_podrl(row: Row) -> dict[str, Any]:
         anneal_lr=False, eval_episodes=32, hidden_sizes=row.hidden))
     print(f"final return {result['final_eval_return']}", flush=True)
     return {"steps_per_second": result["steps_per_second"], "compile_seconds": result["compile_seconds"],
-            "final_return": result["final_eval_return"]}
+            "final_return": result["final_eval_return"], "stages": result["stages"]}
 
 
 def podrl_cartpole_steps(states: list[list[float]], actions: list[int]) -> list[list[float]]:

@@ -26,7 +26,11 @@ update); time to result (process start to the final return printed); final retur
 peer; and the jax-version control: benchmarks/peers/jax_control.py, the same pure-JAX PPO update
 (kernel per row) timed in the peer's venv and in podrl's. `control` = peer us / podrl us per
 update (> 1: podrl's jax alone is that much faster); `framework` = steps ratio / control, the
-part of the ratio the jax version does not explain. Every config difference that remains
+part of the ratio the jax version does not explain. The Sebulba row also has an actor control
+(kernel `act64`): one actor step, the row's act on its 16 observations and the host copy of its
+outputs, timed in both venvs; `actor control` = peer us / podrl us per step. The update control
+covers the learner only and the actor control the actor thread's jax work only: the table gives
+both, not one weighted figure. Every config difference that remains
 between the sides is listed under the table (DIFFERENCES).
 
 Each peer lives in its own venv from its own source tree (benchmarks/peers/registry.py); podrl's
@@ -68,6 +72,7 @@ class Row:
     kernel: str  # jax_control kernel
     differences: tuple[str, ...]
     seed_per_round: bool = False  # both sides run seed r in round r (a return curve is a median over seeds)
+    actor_kernel: str | None = None  # jax_control actor kernel (a Sebulba actor's per-step round trip), if any
 
 
 SEBULBA = dict(num_envs=16, rollout_length=32, epochs=4, minibatches=4, hidden=[64, 64], learning_rate=2.5e-4,
@@ -82,7 +87,8 @@ ROWS = {
          "lag: Stoix (synchronous=False) skips the params fetch before its 2nd rollout, then blocks for the newest; "
          "podrl lag=1 acts with version i-1 for rollout i",
          "evaluation: Stoix's evaluator samples from the policy (evaluation_greedy=False), podrl's is greedy",
-         "env: both envpool 1.2.5 CartPole-v1 (its own auto-reset); Stoix wraps it in stoa's EnvPoolToStoa")),
+         "env: both envpool 1.2.5 CartPole-v1 (its own auto-reset); Stoix wraps it in stoa's EnvPoolToStoa"),
+        actor_kernel="act64"),
     "minatar-ppo": Row(
         "minatar-ppo", "purejaxrl", "purejaxrl_ppo",
         {"env": "Breakout-MinAtar", "total_timesteps": 32768, "hidden": 256},
@@ -147,17 +153,20 @@ def quick(row: Row) -> Row:
 # ---------------------------------------------------------------- sides
 
 
-def run_control(row: Row, python: Path, args) -> dict[str, Any]:
-    """The jax-version control (benchmarks/peers/jax_control.py, kernel `row.kernel`) run by `python`."""
-    steps = 10 if args.quick else {"mlp64": 200, "mlp256": 50, "cnn16": 20}[row.kernel]
-    return run_driver(python, "jax_control", {"kernel": row.kernel, "steps": steps, "repeats": 3 if args.quick else 5},
+def run_control(kernel: str, python: Path, args) -> dict[str, Any]:
+    """The jax-version control (benchmarks/peers/jax_control.py, `kernel`: an update's or an actor step's) run
+    by `python`."""
+    steps = 10 if args.quick else {"mlp64": 200, "mlp256": 50, "cnn16": 20, "act64": 2000}[kernel]
+    return run_driver(python, "jax_control", {"kernel": kernel, "steps": steps, "repeats": 3 if args.quick else 5},
                       args.timeout)
 
 
 def sides(row: Row) -> tuple[str, ...]:
-    """What one round of `row` runs, in order: peer, podrl (and its ceiling), the control in each venv."""
+    """What one round of `row` runs, in order: peer, podrl (and its ceiling), the control in each venv (and the
+    actor control in each venv, where the row has one)."""
     ceiling = ("ceiling",) if row.podrl_spec["kind"] == "sebulba" else ()
-    return ("peer", "podrl", *ceiling, "control_peer", "control_podrl")
+    actor = ("actor_control_peer", "actor_control_podrl") if row.actor_kernel else ()
+    return ("peer", "podrl", *ceiling, "control_peer", "control_podrl", *actor)
 
 
 def run_side(row: Row, side: str, args, round_: int = 0) -> dict[str, Any]:
@@ -172,18 +181,20 @@ def run_side(row: Row, side: str, args, round_: int = 0) -> dict[str, Any]:
         spec = {"kind": "ceiling", "env": row.podrl_spec["env"], "num_envs": row.podrl_spec["num_envs"],
                 "seconds": 0.3 if args.quick else 5.0}
         return run_child(MODULE, spec, args.timeout)
-    python = PEERS[row.peer].python(Path(args.venv_root)) if side == "control_peer" else Path(sys.executable)
-    return run_control(row, python, args)
+    in_peer = side.endswith("control_peer")
+    python = PEERS[row.peer].python(Path(args.venv_root)) if in_peer else Path(sys.executable)
+    return run_control(row.actor_kernel if side.startswith("actor_") else row.kernel, python, args)
 
 
 def summarize(row: Row, runs: dict[str, list]) -> dict[str, Any]:
     """Medians per side, the ratios and the control."""
     entry: dict[str, Any] = {"name": row.name, "peer_name": row.peer, "peer_commit": PEERS[row.peer].commit,
                              "peer_spec": row.peer_spec, "podrl_spec": row.podrl_spec, "kernel": row.kernel,
+                             "actor_kernel": row.actor_kernel,
                              "differences": list(row.differences)}
     for side, side_runs in runs.items():
         keys = ("steps_per_second", "compile_seconds", "wall_seconds", "final_return", "us_per_update",
-                "first_update_s")
+                "us_per_step", "first_update_s")
         entry[side] = side_summary(side_runs, {k: k for k in keys})
         entry[side]["steps_per_second_spread"] = spread_of(side_runs, "steps_per_second")
         entry[side]["jax_version"] = next((r.get("jax_version") for r in side_runs if r.get("jax_version")), None)
@@ -193,6 +204,9 @@ def summarize(row: Row, runs: dict[str, list]) -> dict[str, Any]:
     entry["time_to_result_ratio"] = ratio(ours["wall_seconds"], peer["wall_seconds"])
     entry["control"] = ratio(entry["control_peer"]["us_per_update"], entry["control_podrl"]["us_per_update"])
     entry["framework_ratio"] = ratio(entry["steps_ratio"], entry["control"])
+    if row.actor_kernel:  # peer us / podrl us per actor step (act on the row's batch + host copy)
+        entry["actor_control"] = ratio(entry["actor_control_peer"]["us_per_step"],
+                                       entry["actor_control_podrl"]["us_per_step"])
     if "ceiling" in entry and entry["ceiling"]["measured"] and ours["measured"]:
         entry["fraction_of_ceiling"] = ours["steps_per_second"] / entry["ceiling"]["steps_per_second"]
     return entry
@@ -236,6 +250,9 @@ def side_cells(e: dict[str, Any], side: str) -> list[str]:
     if side == "podrl" and e["steps_ratio"] is not None:
         extra = (f"{e['steps_ratio']:.2f}x steps/s, {e['time_to_result_ratio']:.2f}x time; control "
                  f"{fmt(e['control'], '.2f')}x, framework {fmt(e['framework_ratio'], '.2f')}x")
+    if side == "podrl" and e.get("actor_kernel"):
+        extra += (f"; actor control {fmt(e['actor_control'], '.2f')}x ({fmt(e['actor_control_peer']['us_per_step'], ',.0f')}"
+                  f" / {fmt(e['actor_control_podrl']['us_per_step'], ',.0f')} us/step)")
     if side == "podrl" and "fraction_of_ceiling" in e:
         extra += f"; {e['fraction_of_ceiling']:.0%} of env-only {e['ceiling']['steps_per_second']:,.0f}"
     control = e["control_peer" if side == "peer" else "control_podrl"]
@@ -259,6 +276,8 @@ def markdown(entries: list[dict[str, Any]]) -> str:
     loads = loads_of(r for e in entries for side in ("peer", "podrl") for r in e[side]["runs"])
     caption = ("Medians of each side's runs. control = the same pure-JAX update (benchmarks/peers/jax_control.py) "
                "in the peer's venv / in podrl's (> 1: podrl's jax alone is faster); framework = steps ratio / control. "
+               "actor control = the same actor step (the row's act on its 16 observations, one jitted call, and the "
+               "host copy of its outputs) in the peer's venv / in podrl's, each venv's jax with its default dispatch. "
                f"Stoix's compile cell is its first update's end (process-relative).{load_note(loads)}")
     return "\n".join([text] + notes + ["", caption])
 

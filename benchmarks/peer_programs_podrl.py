@@ -20,7 +20,7 @@ import dataclasses
 from typing import Any
 
 from benchmarks.harness import configure_cpu_devices
-from benchmarks.sebulba_measure import Measurement, measure_ceiling as ceiling
+from benchmarks.sebulba_measure import Measurement, inline_cpu_dispatch, measure_ceiling as ceiling
 
 SEBULBA_DEVICES = 2
 
@@ -50,6 +50,7 @@ def measure_sebulba(spec: dict[str, Any]) -> dict[str, Any]:
     from podrl.run.config import LoggingConfig
     from podrl.sebulba import SebulbaConfig, train_sebulba
 
+    inline_cpu_dispatch()  # as `podrl sebulba` does, before JAX starts
     configure_cpu_devices(SEBULBA_DEVICES)
     per_update = spec["num_envs"] * spec["rollout_length"]
     config = SebulbaConfig(
@@ -78,7 +79,7 @@ def anakin_result(run, agent) -> dict[str, Any]:
     result = train_anakin(run, agent)
     final = result.final_eval_return
     return {"steps_per_second": float(result.steps_per_second), "compile_seconds": float(result.compile_seconds),
-            "final_return": None if final is None else float(np.mean(final))}
+            "final_return": None if final is None else float(np.mean(final)), "stages": result.stages}
 
 
 def quiet(run, **fields):

@@ -231,12 +231,21 @@ def measure_ceiling(m: Measurement) -> dict[str, Any]:
             "setup_seconds": setup_seconds, "cpu_cores_used": cpu.cores_used(seconds)}
 
 
+def inline_cpu_dispatch() -> None:
+    """What `podrl sebulba` sets before JAX starts (`podrl.sebulba.setup.inline_cpu_dispatch`); nothing on a
+    `--baseline` revision's code from before it."""
+    from podrl.sebulba import setup
+
+    getattr(setup, "inline_cpu_dispatch", lambda: None)()
+
+
 def child_main(spec_json: str) -> int:
     """Child entry point: one measurement, printed as one RESULT_PREFIX line."""
     spec = json.loads(spec_json)
     m = Measurement(**{**spec, "hidden_sizes": tuple(spec.get("hidden_sizes", (64, 64)))})
 
     if m.kind == "sebulba":
+        inline_cpu_dispatch()
         if os.environ.get("JAX_PLATFORMS", "cpu") == "cpu":
             configure_cpu_devices(DEVICES)
         result = measure_sebulba(m)

@@ -10,9 +10,20 @@ clipped-surrogate + value loss, its gradient and a hand-written Adam step, on on
   cnn16     conv 16 3x3 valid + dense 128 relu, obs [128, 10, 10, 4], 6 actions (MinAtar CNN)
 
 `steps` updates run in one jitted `lax.scan`; the result is the median over `repeats` calls of
-microseconds per update (compile excluded). Prints one `BENCH_RESULT {json}` line:
+microseconds per update (compile excluded).
+
+The actor kernel times what a Sebulba actor thread does once per env step instead:
+
+  act64     the 64-64 tanh actor and critic MLPs on 16 CartPole observations (a host numpy array, as
+            an env returns it), one categorical sample with that step's key of a pre-split `[steps]`
+            key array, its log-probability and the value, then the host copy of the three (`device_get`)
+
+one jitted call and one copy per step, `steps` steps in a Python loop; the result is the median over
+`repeats` loops of microseconds per step (each venv's jax with its default dispatch). Prints one
+`BENCH_RESULT {json}` line:
 
     python -m benchmarks.peers.jax_control '{"kernel": "mlp64", "steps": 200, "repeats": 5}'
+    python -m benchmarks.peers.jax_control '{"kernel": "act64", "steps": 2000, "repeats": 5}'
 """
 
 from __future__ import annotations
@@ -31,7 +42,10 @@ KERNELS = {
     "mlp64": {"obs": (128, 4), "actions": 2, "hidden": (64, 64), "conv": False},
     "mlp256": {"obs": (512, 400), "actions": 6, "hidden": (256, 256), "conv": False},
     "cnn16": {"obs": (128, 10, 10, 4), "actions": 6, "hidden": (128,), "conv": True},
+    "act64": {"obs": (16, 4), "actions": 2, "hidden": (64, 64), "conv": False},
 }
+ACTOR_KERNELS = ("act64",)
+"""Kernels timed per env step of an actor (`measure_act`), not per update."""
 
 
 def init_params(key: jax.Array, kernel: dict) -> dict:
@@ -123,9 +137,36 @@ def measure(name: str, steps: int, repeats: int) -> dict:
             "jax_version": jax.__version__, "steps": steps, "repeats": repeats}
 
 
+def measure_act(name: str, steps: int, repeats: int) -> dict:
+    """Microseconds per actor step of kernel `name` (module docstring): median over `repeats` loops of `steps`."""
+    kernel = KERNELS[name]
+    params = init_params(jax.random.PRNGKey(0), kernel)
+    observation = np.asarray(make_batch(kernel)["obs"])  # host data, as an env returns it
+    keys = jax.random.split(jax.random.PRNGKey(1), steps)
+
+    def act(params, observation, keys, t):
+        logits = mlp(params["actor"], observation, jnp.tanh)
+        action = jax.random.categorical(keys[t], logits)
+        log_prob = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], axis=1)[:, 0]
+        return action, log_prob, mlp(params["critic"], observation, jnp.tanh)[:, 0]
+
+    compiled, compile_seconds = driver.compile_ahead(act, params, observation, keys, 0)
+    act = jax.jit(act)  # the jit path, as an actor calls it (the compile above warmed its cache)
+    jax.device_get(act(params, observation, keys, 0))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for t in range(steps):
+            jax.device_get(act(params, observation, keys, t))
+        times.append(time.perf_counter() - t0)
+    return {"kernel": name, "us_per_step": statistics.median(times) / steps * 1e6, "compile_seconds": compile_seconds,
+            "jax_version": jax.__version__, "steps": steps, "repeats": repeats}
+
+
 def measure_spec(spec: dict) -> dict:
-    """`measure` of a spec {kernel, steps (default 200), repeats (default 5)}."""
-    return measure(spec["kernel"], int(spec.get("steps", 200)), int(spec.get("repeats", 5)))
+    """`measure` (or `measure_act` for an actor kernel) of a spec {kernel, steps (default 200), repeats (default 5)}."""
+    timed = measure_act if spec["kernel"] in ACTOR_KERNELS else measure
+    return timed(spec["kernel"], int(spec.get("steps", 200)), int(spec.get("repeats", 5)))
 
 
 if __name__ == "__main__":

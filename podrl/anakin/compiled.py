@@ -36,19 +36,20 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from podrl.envs.types import JaxEnv
 from podrl.envs.wrappers import wrap_for_training
 from podrl.anakin.config import AnakinConfig
 from podrl.run.evaluation import evaluate_greedy
 from podrl.core.finite import InputCounts, add_counts, count_nonfinite
-from podrl.core.learner_state import shard_global, shard_local, train_state_spec
+from podrl.core.learner_state import broadcast_prefix, shard_global, shard_local, train_state_spec
 from podrl.core.parallel import (DATA_AXIS, POPULATION_AXIS, learner_metrics, mean_across_learners,
                                  sum_across_learners, vary_like)
 from podrl.core.keys import base_key, env_keys, eval_keys, per_seed_keys, seed_keys, update_keys
 from podrl.anakin.rollout import ActingState, EpisodeTotals, reset_batch, rollout
 from podrl.core.types import Agent, Array, EnvColumns, Metrics, TrainState, env_columns
+from podrl.run.watchdog import Begun
 
 
 class AnakinState(NamedTuple):
@@ -134,7 +135,8 @@ class AnakinCompiled:
             self._call_shard, in_specs=(STATE_SPECS, P(), P()), out_specs=(STATE_SPECS, P()), donate=True
         )
         self._eval = self._shard_jit(self._eval_shard, in_specs=(P(POPULATION_AXIS), P()), out_specs=P())
-        self._compiled_call = None
+        self._compiled_call = self._compiled_eval = None
+        self._ahead: dict[str, Any] = {}  # what `compile_ahead` began: "state" (its layout), "call", "eval"
         self._exploit = None
 
     def _shard_jit(self, fn: Callable, in_specs, out_specs, donate: bool = False):
@@ -245,9 +247,11 @@ class AnakinCompiled:
 
     def init(self) -> AnakinState:
         """Initial state of every seed: seed i starts from PRNG key `seed + i`."""
-        # numpy in, so every process of a multi-host run passes the same replicated value
-        seeds = np.arange(self.config.members, dtype=np.uint32) + np.uint32(self.config.seed)
-        return self._init(seeds)
+        return self._init(self._seeds())
+
+    def _seeds(self) -> np.ndarray:
+        """The members' PRNG seeds `seed + i` `[S]`, numpy: every process of a multi-host run passes the same value."""
+        return np.arange(self.config.members, dtype=np.uint32) + np.uint32(self.config.seed)
 
     def exploit(self, state: AnakinState, source: np.ndarray, hyperparams: dict[str, np.ndarray]) -> AnakinState:
         """PBT's exploit/explore applied on device (`podrl.core.population`): member i's train state
@@ -266,11 +270,38 @@ class AnakinCompiled:
         hyperparams = {k: np.asarray(v, np.float32) for k, v in hyperparams.items()}
         return self._exploit(state, np.asarray(source, np.int32), hyperparams)
 
+    def abstract_state(self) -> AnakinState:
+        """What `init` returns, as `jax.ShapeDtypeStruct`s with its shardings (traced; nothing compiles or runs)."""
+        shapes = jax.eval_shape(self._init, self._seeds())
+        specs = broadcast_prefix(STATE_SPECS, shapes)
+        return jax.tree.map(lambda x, spec: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(self.mesh, spec)),
+                            shapes, specs)
+
+    def compile_ahead(self, timeout_s: float) -> None:
+        """Begins compiling the train call and (with `eval_episodes`) the evaluation in background threads, for
+        `abstract_state()`, so that they compile while `init` runs (`podrl.run.watchdog.Begun`, each under
+        `timeout_s`); `compile` and `evaluate_params` take them for a state laid out the same."""
+        state = self.abstract_state()
+        self._ahead = {"state": _layout(state), "params": _layout(state.train_state.params),
+                       "call": Begun("compile", timeout_s, lambda: _timed_compile(self._call, state, np.int32(0),
+                                                                                  np.int32(0)))}
+        if self.config.eval_episodes:
+            self._ahead["eval"] = Begun("compile the evaluation", timeout_s, lambda: _timed_compile(
+                self._eval, state.train_state.params, np.uint32(0)))
+
     def compile(self, state: AnakinState) -> float:
-        """Compiles the train call ahead of time; returns the seconds it took."""
-        start = time.perf_counter()
-        self._compiled_call = self._call.lower(state, np.int32(0), np.int32(0)).compile()
-        return time.perf_counter() - start
+        """Compiles the train call for `state` ahead of time (or takes the one `compile_ahead` began, and its
+        evaluation, when `state` is laid out as it assumed: a resume's restored state may not be); returns
+        the seconds the train call's trace, lowering and compile took."""
+        ahead, self._ahead = self._ahead, {}
+        done = _wait_all({name: ahead[name] for name in ("call", "eval") if name in ahead})
+        if "eval" in done:  # (the evaluation, the params' layout it serves)
+            self._compiled_eval = (done["eval"][0], ahead["params"])
+        if "call" in done and _fits(state, ahead["state"]):
+            self._compiled_call, seconds = done["call"]
+            return seconds
+        self._compiled_call, seconds = _timed_compile(self._call, state, np.int32(0), np.int32(0))
+        return seconds
 
     def program_text(self) -> str:
         """The compiled train call's optimized HLO (after `compile`): its op names are the
@@ -292,8 +323,50 @@ class AnakinCompiled:
 
     def evaluate_params(self, params: Any, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Greedy returns `[S]` of `params` (a state's `train_state.params`, or a copy with its sharding),
-        and per member how many episodes met a NaN/Inf reward / observation `[S]`."""
-        return tuple(np.asarray(x) for x in self._eval(params, np.uint32(seed)))
+        and per member how many episodes met a NaN/Inf reward / observation `[S]`. The evaluation `compile`
+        took from `compile_ahead` serves params laid out as it was compiled for; other params go through jit."""
+        evaluate = self._eval
+        if self._compiled_eval is not None and _fits(params, self._compiled_eval[1]):
+            evaluate = self._compiled_eval[0]
+        return tuple(np.asarray(x) for x in evaluate(params, np.uint32(seed)))
+
+
+def _wait_all(begun: dict[str, Begun]) -> dict[str, Any]:
+    """Each `Begun`'s result, by name, once all of them have ended (so none still compiles when this returns);
+    the first failure is raised after that, with a note naming the background compile it came from."""
+    results, failure = {}, None
+    for name, compile_job in begun.items():
+        try:
+            results[name] = compile_job.result()
+        except BaseException as e:  # noqa: BLE001 -- re-raised below, once the others have ended
+            e.add_note(f"(raised by {compile_job.stage!r}, begun in a background thread while init ran: "
+                       "AnakinCompiled.compile_ahead)")
+            failure = failure or e
+    if failure is not None:
+        raise failure
+    return results
+
+
+def _layout(tree: Any) -> tuple:
+    """What a compiled program's inputs must match: `tree`'s structure, and each leaf's shape, dtype and sharding."""
+    leaves, structure = jax.tree.flatten(tree)
+    return structure, [(x.shape, x.dtype, getattr(x, "sharding", None)) for x in leaves]
+
+
+def _fits(tree: Any, layout: tuple) -> bool:
+    """Whether `tree` has `layout` (`_layout`), shardings compared by the devices' share of each leaf (jit
+    writes `P(None, "data")` for the `P("population", "data")` of a size-1 population axis: the same layout)."""
+    structure, expected = layout
+    leaves, mine = _layout(tree)[1], jax.tree.structure(tree)
+    return mine == structure and len(leaves) == len(expected) and all(
+        shape == s and dtype == d and sharding is not None and sharding.is_equivalent_to(e, len(shape))
+        for (shape, dtype, sharding), (s, d, e) in zip(leaves, expected))
+
+
+def _timed_compile(jitted: Callable, *args: Any) -> tuple[Any, float]:
+    """`(jitted.lower(*args).compile(), the seconds it took)`."""
+    start = time.perf_counter()
+    return jitted.lower(*args).compile(), time.perf_counter() - start
 
 
 def summarize_call(metrics: CallMetrics) -> dict[str, Any]:

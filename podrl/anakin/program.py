@@ -6,6 +6,7 @@ that cross `pbt_every`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from typing import Any
@@ -20,6 +21,7 @@ from podrl.core.finite import InputCounts, check_evaluation, check_training, row
 from podrl.core.learner_state import NOT_PER_SHARD, Placement, reshard_train_state, train_state_shard_axes
 from podrl.core.population import lineage_record, pbt_decide
 from podrl.run.profiling import write_program_text
+from podrl.run.stages import StageClock
 from podrl.run.watchdog import within
 
 
@@ -31,18 +33,29 @@ class AnakinProgram:
       config: the run config.
       built: what `podrl.anakin.setup.build` built for it: the compiled pieces (init, train call,
         evaluation) and the swept hyperparameters' bounds, for PBT's explore step.
+      clock: where its stages' seconds go (`podrl.run.stages`), or None.
+
+    The train call and the evaluation compile in background threads while the init program compiles
+    and runs (`AnakinCompiled.compile_ahead`); `compile` waits for both, so no compile runs beside a
+    training call.
     """
 
     save_on_failure = False  # the failed call donated the state's buffers
     profile_calls = 1
 
-    def __init__(self, config: AnakinConfig, built: AnakinSetup):
-        self.compiled, self.config, self.bounds = built.compiled, config, built.bounds
+    def __init__(self, config: AnakinConfig, built: AnakinSetup, clock: StageClock | None = None):
+        self.compiled, self.config, self.bounds, self.clock = built.compiled, config, built.bounds, clock
         self.limit = config.num_updates
         self.call_start = 0  # the first update of the last training call
 
+    def stage(self, name: str) -> contextlib.AbstractContextManager:
+        """Times the block as stage `name` on the clock (nothing without one)."""
+        return self.clock.stage(name) if self.clock is not None else contextlib.nullcontext()
+
     def init(self) -> AnakinState:
-        return within("init", self.config.timeout_s, self.compiled.init)
+        with self.stage("init (the train call and evaluation compile beside it)"):
+            self.compiled.compile_ahead(self.config.timeout_s)
+            return within("init", self.config.timeout_s, self.compiled.init)
 
     def placement(self) -> Placement:
         """The state on the `(population, data)` mesh: the train state's `shard_state` `[S, D, ...]` and the
@@ -60,7 +73,8 @@ class AnakinProgram:
         return AnakinState(train_state, restored.acting, fresh.key), counts
 
     def compile(self, state: AnakinState) -> float:
-        return within("compile", self.config.timeout_s, functools.partial(self.compiled.compile, state))
+        with self.stage("compile (waiting for the train call and evaluation)"):
+            return within("compile", self.config.timeout_s, functools.partial(self.compiled.compile, state))
 
     def start(self, state: AnakinState, start: int, limit: int, compile_seconds: float) -> list[str]:
         config, compiled = self.config, self.compiled
@@ -76,10 +90,11 @@ class AnakinProgram:
 
     def train(self, state: AnakinState, first: int, last: int) -> tuple[AnakinState, dict[str, Any]]:
         t0 = time.perf_counter()
-        state, metrics = within(f"train call (updates {first}..{last - 1})", self.config.timeout_s,
-                                functools.partial(self.compiled.train_call, state, first, self.limit))
-        summary = summarize_call(metrics)  # device_get blocks until done
-        inputs = jax.device_get(metrics.inputs)
+        with self.stage(f"train call (updates {first}..{last - 1})"):
+            state, metrics = within(f"train call (updates {first}..{last - 1})", self.config.timeout_s,
+                                    functools.partial(self.compiled.train_call, state, first, self.limit))
+            summary = summarize_call(metrics)  # device_get blocks until done
+            inputs = jax.device_get(metrics.inputs)
         check_training(summary, inputs, first, last, self._members(inputs), env=self.config.env)
         self.call_start = first
         summary["sps"] = self.env_steps_of(last - first) / (time.perf_counter() - t0)
@@ -92,9 +107,10 @@ class AnakinProgram:
     def evaluate(self, params: Any, seed: int, update: int) -> np.ndarray | None:
         if not self.config.eval_episodes:  # no evaluation: its program is never compiled
             return None
-        returns, bad_reward, bad_observation = within(
-            f"evaluation after update {update}", self.config.timeout_s,
-            functools.partial(self.compiled.evaluate_params, params, seed))
+        with self.stage(f"evaluation after update {update}"):
+            returns, bad_reward, bad_observation = within(
+                f"evaluation after update {update}", self.config.timeout_s,
+                functools.partial(self.compiled.evaluate_params, params, seed))
         check_evaluation(bad_reward, bad_observation, self.compiled.eval_per_shard * self.compiled.num_shards, update)
         return returns
 

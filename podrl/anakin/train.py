@@ -21,6 +21,7 @@ from podrl.anakin.setup import build
 from podrl.core.types import AgentConfig
 from podrl.envs.types import JaxEnv
 from podrl.run.context import RunContext
+from podrl.run.stages import publish, timed_run
 from podrl.run.driver import drive
 
 
@@ -33,6 +34,7 @@ class AnakinResult(NamedTuple):
     run_dir: str | None
     checkpoint_dir: str | None = None
     stopped_by: str | None = None  # "SIGTERM", "SIGINT", "stop_at_return", "stop_after_updates", or None (ran to the end)
+    stages: dict[str, Any] | None = None  # where the seconds from process start went (`podrl.run.stages`)
 
 
 def train_anakin(config: AnakinConfig, agent_config: AgentConfig, env: JaxEnv | None = None,
@@ -41,12 +43,17 @@ def train_anakin(config: AnakinConfig, agent_config: AgentConfig, env: JaxEnv | 
 
     Validates everything and builds the env and the agent before the run (`podrl.anakin.setup`),
     compiles the train call once (AOT), then loops: one call = `updates_per_call` updates, one log record.
+    Each stage's seconds are timed (`AnakinResult.stages`; printed with `logging.profile_startup`).
     """
-    program = AnakinProgram(config, build(config, agent_config, env, devices))  # before the run: setup.py
-    try:
-        with RunContext(config, agent_config, full_config) as run:
-            driven = drive(program, run)
-    finally:
-        program.close()
+    with timed_run() as clock:
+        with clock.stage("setup (env, agent, checks)"):
+            program = AnakinProgram(config, build(config, agent_config, env, devices), clock)  # before the run
+        try:
+            with RunContext(config, agent_config, full_config) as run:
+                driven = drive(program, run)
+                stages = publish(clock, run.logger, config.logging.profile_startup)
+        finally:
+            program.close()
     return AnakinResult(driven.state, driven.history, driven.eval_return, driven.compile_seconds,
-                        driven.steps_per_second, run.logger.run_dir, run.checkpoints.directory, driven.stopped_by)
+                        driven.steps_per_second, run.logger.run_dir, run.checkpoints.directory, driven.stopped_by,
+                        stages)

@@ -105,6 +105,10 @@ def run_cli(layout: str, train_fn: Callable[[Experiment], object] = train, argv:
     importable_cwd()
     debug, argv = debug_requested(sys.argv[1:] if argv is None else argv)
     try:
+        if layout == "sebulba":  # before JAX starts a backend, as the device flags
+            from podrl.sebulba.setup import inline_cpu_dispatch
+
+            inline_cpu_dispatch()
         set_up_devices(argv)
         train_fn(resolve(layout, argv))
     except UserInputError as e:

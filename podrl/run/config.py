@@ -38,6 +38,8 @@ class LoggingConfig:
     """Print a progress line after each logged record."""
     profile: Annotated[str | None, tyro.conf.arg(aliases=("--profile",))] = None
     """Write a jax.profiler trace of a few training calls into this folder (open it in perfetto or TensorBoard)."""
+    profile_startup: Annotated[bool, tyro.conf.arg(aliases=("--profile-startup",))] = False
+    """Print where the seconds from process start to the result went (imports, setup, each program's trace, lowering and compile, the training calls, the evaluations; wall and CPU seconds) and write them to the run folder's stages.json."""
     wandb_project: str | None = None
     """Also log config and metrics (per seed/member too) to this Weights & Biases project (the 'wandb' extra)."""
     wandb_entity: str | None = None

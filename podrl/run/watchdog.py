@@ -6,6 +6,10 @@ waits at most `timeout_s` seconds. A stage that stalls, e.g. an XLA computation
 that never completes, then raises `StageTimeout` in the calling thread, naming
 the stage and the timeout, instead of blocking forever.
 
+`Begun(stage, timeout_s, fn)` starts the same in a daemon thread and returns at once; its
+`result()` waits for it under the same rule, the timeout counted from the start (0 waits for
+ever). The Anakin program compiles its training and evaluation programs so while its init runs.
+
 A thread blocked inside XLA cannot be interrupted: the helper thread stays
 parked, and a normal interpreter exit may wait on it (JAX's exit handlers).
 A command-line program that catches `StageTimeout` should therefore report it
@@ -17,7 +21,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import Callable, TypeVar
+import time
+from typing import Callable, Generic, TypeVar
 
 import jax
 
@@ -48,23 +53,35 @@ def within(stage: str, timeout_s: float, fn: Callable[[], T]) -> T:
     """
     if timeout_s <= 0:
         return jax.block_until_ready(fn())
-    done = threading.Event()
-    outcome: dict[str, object] = {}  # "value" or "error"
+    return Begun(stage, timeout_s, fn).result()
 
-    def run() -> None:
+
+class Begun(Generic[T]):
+    """`fn()` started now in a daemon thread, named `podrl-watchdog:<stage>`; `result()` waits for it."""
+
+    def __init__(self, stage: str, timeout_s: float, fn: Callable[[], T]):
+        self.stage, self.timeout_s, self.started = stage, timeout_s, time.monotonic()
+        self._done = threading.Event()
+        self._outcome: dict[str, object] = {}  # "value" or "error"
+        threading.Thread(target=self._run, args=(fn,), name=f"podrl-watchdog:{stage}", daemon=True).start()
+
+    def _run(self, fn: Callable[[], T]) -> None:
         try:
-            outcome["value"] = jax.block_until_ready(fn())
-        except BaseException as e:  # re-raised in the calling thread
-            outcome["error"] = e
+            self._outcome["value"] = jax.block_until_ready(fn())
+        except BaseException as e:  # re-raised by result()
+            self._outcome["error"] = e
         finally:
-            done.set()
+            self._done.set()
 
-    threading.Thread(target=run, name=f"podrl-watchdog:{stage}", daemon=True).start()
-    if not done.wait(timeout_s):
-        raise StageTimeout(stage, timeout_s)
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
+    def result(self) -> T:
+        """The stage's result, or its exception; `StageTimeout` once `timeout_s` (> 0) seconds have
+        passed since it began."""
+        wait = None if self.timeout_s <= 0 else max(0.0, self.timeout_s - (time.monotonic() - self.started))
+        if not self._done.wait(wait):
+            raise StageTimeout(self.stage, self.timeout_s)
+        if "error" in self._outcome:
+            raise self._outcome["error"]
+        return self._outcome["value"]
 
 
 def exit_now(error: BaseException, code: int = STALL_EXIT_CODE) -> None:

@@ -11,7 +11,8 @@ queue. Any exception stops the whole run (`StopSignal.fail`).
 The step loop (`ActorThread._collect`) is a pipeline over the groups: in turn `k`, group
 `g = k mod G` receives its env step, records it and dispatches its next inference (JAX
 dispatch returns at once; the action's copy to the host starts as soon as it is computed,
-`copy_to_host_async`); then group `g + 1` fetches its actions, computed meanwhile, and starts
+`copy_to_host_async` of the one byte vector that holds its actions and agent extras,
+`podrl.sebulba.host_copy`); then group `g + 1` fetches its actions, computed meanwhile, and starts
 its env step (`step_async` where the env has it: ale-py's and envpool's C++ threads,
 gymnasium's worker processes; else `step`). So with two groups one group's envs step while
 the other group's inference runs (Sample Factory's double-buffered sampling), and with a
@@ -25,6 +26,7 @@ so their trajectories are a different (equally valid) sample.
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import queue
 import threading
@@ -37,6 +39,7 @@ import numpy as np
 from podrl.envs.host import HostVectorEnv
 from podrl.envs.types import LAST, TimeStep
 from podrl.core.keys import env_keys, group_step_keys, host_env_seed, step_keys, update_keys
+from podrl.sebulba.host_copy import ActStep
 from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.stopping import RunStopped, StopSignal
 from podrl.sebulba.transport import RolloutBuffer, example_trajectory, place_on_learners, step_record
@@ -58,13 +61,17 @@ class Rollout(NamedTuple):
     buffer: Any = None  # the RolloutBuffer it was written in, until the learner hands it back (ActorPool.recycle)
 
 
-def make_act_step(agent: Agent) -> Callable:
-    """A jitted `(params, actor_state, obs [B], step_keys [T], t) -> (action, extras, actor_state)`."""
+def make_act_step(agent: Agent) -> ActStep:
+    """A jitted `(params, actor_state, obs [B], step_keys [T], t) -> (packed action and extras, actor_state)`;
+    its `unpack(host bytes) -> (action, extras)` (`podrl.sebulba.host_copy`)."""
+    return ActStep(agent)
 
-    def act_step(params, actor_state, observation, step_keys, t):
-        return agent.act(params, actor_state, observation, step_keys[t])
 
-    return jax.jit(act_step)
+@functools.lru_cache(maxsize=None)
+def rollout_step_keys(length: int, groups: int) -> Callable:
+    """A jitted `(actor thread's base key, rollout index) -> [groups]` lists of `[length]` step keys (one
+    dispatch per rollout, the same bits as the eager ops), shared by every thread; `warm_up` compiles it."""
+    return jax.jit(lambda key, i: group_step_keys(update_keys(key, i)[0], length, groups))
 
 
 def reset_env(env: HostVectorEnv, env_key: jax.Array, thread: int, total_envs: int, seed: int,
@@ -82,14 +89,16 @@ def reset_env(env: HostVectorEnv, env_key: jax.Array, thread: int, total_envs: i
     return env.reset(host_env_seed(seed, thread) + offset)
 
 
-def warm_up(agent: Agent, act_step, params, first: TimeStep, device, length: int, groups: int = 1) -> Trajectory:
-    """Compiles `act_step` for `device` on a batch like `first`; returns a zero Trajectory shaped like
-    one rollout of `groups` such batches."""
+def warm_up(agent: Agent, act_step: ActStep, params, first: TimeStep, device, length: int,
+            groups: int = 1) -> Trajectory:
+    """Compiles `act_step` for `device` on a batch like `first`, and the threads' `rollout_step_keys`, in the
+    calling thread; returns a zero Trajectory shaped like one rollout of `groups` such batches."""
     params = jax.device_put(params, device)
     batch = first.reward.shape[0]
     actor_state = jax.device_put(agent.init_actor_state(batch), device)
     keys = jax.device_put(step_keys(jax.random.key(0), length), device)
-    action, extras, _ = jax.device_get(act_step(params, actor_state, first.observation, keys, 0))
+    action, extras = act_step.unpack(np.asarray(act_step(params, actor_state, first.observation, keys, 0)[0]))
+    jax.block_until_ready(rollout_step_keys(length, groups)(jax.random.key(0), 0))
     rows = lambda x: np.concatenate([np.asarray(x)] * groups)  # noqa: E731
     flags = np.zeros(batch * groups, np.float32)  # reward, discount, truncated: cast by the transport
     obs = jax.tree.map(rows, first.observation)
@@ -101,7 +110,7 @@ class ActorPolicy(NamedTuple):
     """How the actor threads of one actor device act (built once in the main thread)."""
 
     agent: Agent
-    act_step: Callable  # `make_act_step(agent)`, compiled for `device`
+    act_step: ActStep  # `make_act_step(agent)`, compiled for `device`
     device: jax.Device  # the actor device inference runs on
     device_slot: int  # its index among the actor devices (`ParamsSource.for_rollout`)
     rollout_length: int  # steps per rollout
@@ -198,9 +207,7 @@ class ActorThread(threading.Thread):
                                 jax.device_put(policy.agent.init_actor_state(
                                     size, _group_columns(columns, g, size)), policy.device))
                        for g, (env, first) in enumerate(zip(envs, firsts, strict=True))]
-        # rollout i's step keys, one list per group, in one dispatch (the same bits as the eager ops)
-        self._step_keys = jax.jit(lambda key, i: group_step_keys(update_keys(key, i)[0], policy.rollout_length,
-                                                                 len(envs)))
+        self._step_keys = rollout_step_keys(policy.rollout_length, len(envs))  # rollout i's, one list per group
         self.free_buffers: collections.deque[RolloutBuffer] = collections.deque()  # handed back by the learner
         self.stage, self.stage_since = "starting", time.monotonic()
         self.put_wait_seconds = 0.0  # total time blocked on a full queue
@@ -277,8 +284,7 @@ class ActorThread(threading.Thread):
         self._enter("inference")
         start = time.perf_counter()
         acting = self.policy.act_step(params, group.actor_state, buffer.observation(t, group.rows), group.keys, t)
-        for leaf in jax.tree.leaves(acting[:2]):
-            leaf.copy_to_host_async()
+        acting[0].copy_to_host_async()  # the actions and extras, packed in one byte vector
         group.acting = acting
         tally.infer_s += time.perf_counter() - start
 
@@ -286,8 +292,8 @@ class ActorThread(threading.Thread):
         """Fetches the group's actions of step `t`, starts its env step, records what it did."""
         self._enter("inference")
         start = time.perf_counter()
-        (action, extras, group.next_actor_state), group.acting = group.acting, None
-        action, extras = jax.device_get((action, extras))
+        (packed, group.next_actor_state), group.acting = group.acting, None
+        action, extras = self.policy.act_step.unpack(np.asarray(packed))
         fetched = time.perf_counter()
         self._enter("env.step")
         group.send(action)

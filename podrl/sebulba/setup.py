@@ -18,10 +18,13 @@ opens the run, and hand the result to their program (`program.py`), because:
 
 The evaluation env batch is the exception: built on the first evaluation (`SebulbaProgram.evaluate`,
 process 0 only), it joins the envs the program closes.
+
+One thing is set before JAX starts, not here: `inline_cpu_dispatch` (`podrl sebulba` calls it first).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Callable, NamedTuple
 
 import jax
@@ -35,6 +38,23 @@ from podrl.envs.host import HostVectorEnv
 from podrl.envs.types import EnvSpec
 from podrl.sebulba.config import SebulbaConfig, check_actor_cpus
 from podrl.testing.shards import check_before_run
+
+
+def inline_cpu_dispatch() -> bool:
+    """Has JAX run single-device CPU programs in the thread that calls them (`jax_cpu_enable_async_dispatch`
+    off), unless the environment chose (`JAX_CPU_ENABLE_ASYNC_DISPATCH`); returns whether it did.
+
+    An actor thread on a CPU actor device acts every env step: with XLA's asynchronous dispatch each of its
+    small inference programs is handed to an XLA worker thread and waited for (two thread hand-offs per
+    env step, which on a busy host cost a scheduler slice each); inline, the actor runs it itself, with the
+    GIL released, so the learner and the other threads go on. Programs over several devices (an Anakin
+    call on a mesh, a multi-process learner) stay asynchronous. JAX reads the setting when its CPU backend
+    starts: call this before anything uses a device (later it changes nothing). Values are unchanged."""
+    if "JAX_CPU_ENABLE_ASYNC_DISPATCH" in os.environ:
+        return False
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
+    return True
+
 
 EnvFactory = Callable[[int, int], HostVectorEnv]
 """`(thread_index, num_envs) -> HostVectorEnv`, replacing `config.env` (thread -1: the evaluation batch); called

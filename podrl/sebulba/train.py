@@ -9,6 +9,7 @@ import numpy as np
 
 from podrl.run.driver import drive
 from podrl.run.context import RunContext
+from podrl.run.stages import publish, timed_run
 from podrl.sebulba.rollout import JOIN_GRACE_S
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.program import SebulbaProgram
@@ -30,6 +31,7 @@ class SebulbaResult(NamedTuple):
     run_dir: str | None
     checkpoint_dir: str | None = None
     stopped_by: str | None = None  # "SIGTERM", "SIGINT", "stop_at_return", "stop_after_updates", or None
+    stages: dict[str, Any] | None = None  # where the seconds from process start went (`podrl.run.stages`)
 
 
 def train_sebulba(config: SebulbaConfig, agent_config: AgentConfig, env_factory=None,
@@ -39,13 +41,20 @@ def train_sebulba(config: SebulbaConfig, agent_config: AgentConfig, env_factory=
     Args:
       env_factory: optional `(thread_index, num_envs) -> HostVectorEnv` replacing
         `config.env` (tests and users with unusual envs).
+
+    Its setup and run are timed, with every program JAX compiles (`SebulbaResult.stages`; printed with
+    `logging.profile_startup`).
     """
-    program = SebulbaProgram(config, build(config, agent_config, env_factory))  # before the run: setup.py
-    try:
-        with RunContext(config, agent_config, full_config) as run:
-            driven = drive(program, run)
-    finally:
-        program.close()
+    with timed_run() as clock:
+        with clock.stage("setup (envs, agent, checks)"):
+            program = SebulbaProgram(config, build(config, agent_config, env_factory))  # before the run: setup.py
+        try:
+            with RunContext(config, agent_config, full_config) as run:
+                with clock.stage("run (env resets, compiles, training, evaluations)"):
+                    driven = drive(program, run)
+                stages = publish(clock, run.logger, config.logging.profile_startup)
+        finally:
+            program.close()
     return SebulbaResult(driven.state, driven.history, program.lags[:driven.updates], driven.eval_return,
                          driven.steps_per_second, driven.compile_seconds, program.env_steps, program.global_steps,
-                         run.logger.run_dir, run.checkpoints.directory, driven.stopped_by)
+                         run.logger.run_dir, run.checkpoints.directory, driven.stopped_by, stages)

@@ -48,7 +48,7 @@ def test_missing_peer_source_says_how_to_get_it(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_peer_programs_without_the_peer_say_not_measured(tmp_path):
-    """Sebulba row, --quick, no peer venv or source: podrl, its ceiling and its control are measured."""
+    """Sebulba row, --quick, no peer venv or source: podrl, its ceiling and its controls are measured."""
     out = tmp_path / "peers.json"
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.peer_programs", "--quick", "--repeats", "1", "--rows", "sebulba",
@@ -61,7 +61,20 @@ def test_peer_programs_without_the_peer_say_not_measured(tmp_path):
     assert row["ceiling"]["steps_per_second"] > 0 and row["fraction_of_ceiling"] > 0
     assert row["control_podrl"]["us_per_update"] > 0
     assert not row["peer"]["measured"] and not row["control_peer"]["measured"]
+    assert row["actor_kernel"] == "act64" and row["actor_control_podrl"]["us_per_step"] > 0  # the actor control
+    assert not row["actor_control_peer"]["measured"] and row["actor_control"] is None
     assert row["steps_ratio"] is None and row["control"] is None
     assert "| sebulba | stoix | not measured (stoix source not found" in proc.stdout
     assert "git clone https://github.com/EdanToledo/Stoix" in proc.stdout
     assert "- sebulba: advantages:" in proc.stdout  # the differences are listed
+
+
+def test_the_actor_control_times_steps_in_this_venv():
+    """benchmarks/peers/jax_control.py's actor kernel (run in each peer's venv too): a per-step time, not an
+    update's; the update kernels still report per update."""
+    from benchmarks.peers.jax_control import measure_spec
+
+    actor = measure_spec({"kernel": "act64", "steps": 20, "repeats": 2})
+    assert actor["us_per_step"] > 0 and "us_per_update" not in actor and actor["steps"] == 20
+    update = measure_spec({"kernel": "mlp64", "steps": 2, "repeats": 1})
+    assert update["us_per_update"] > 0 and "us_per_step" not in update
