@@ -237,6 +237,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/layouts/test_action_masks.py::"
          "test_an_observation_without_a_legal_action_stops_the_run_naming_the_env",),
         "an env whose observation allows no action trains on with an arbitrary action instead of an error"),
+    Mutation(
+        "greedy-eval-ignores-no-legal", "podrl/run/evaluation.py",
+        "            no_legal=carry.no_legal | (live & no_legal),",
+        "            no_legal=carry.no_legal,",
+        ("tests/layouts/test_action_masks.py::test_greedy_evaluation_flags_an_observation_without_a_legal_action",
+         "tests/layouts/test_action_masks.py::"
+         "test_anakin_evaluation_counts_each_members_episodes_without_a_legal_action"),
+        "greedy evaluation acting on an observation without a legal action, unreported"),
+    Mutation(
+        "anakin-eval-drops-no-legal", "podrl/anakin/compiled.py",
+        "                result.bad_reward, result.bad_observation, result.no_legal)))",
+        "                result.bad_reward, result.bad_observation, 0 * result.no_legal)))",
+        ("tests/layouts/test_action_masks.py::"
+         "test_anakin_evaluation_counts_each_members_episodes_without_a_legal_action",),
+        "Anakin's evaluation program losing the count of episodes without a legal action"),
     # ---------------------------------------------------------------- runs that survive preemption (issue 38)
     Mutation(
         "pod-stop-is-local", "podrl/run/control.py",

@@ -230,14 +230,14 @@ class AnakinCompiled:
             state, acc = jax.vmap(one_seed)(state)
         return state, gather_members(acc)
 
-    def _eval_shard(self, params, seed: Array) -> tuple[Array, Array, Array]:
+    def _eval_shard(self, params, seed: Array) -> tuple[Array, Array, Array, Array]:
         shard = jax.lax.axis_index(DATA_AXIS)
 
         def one_seed(params, seed_key):
             keys = eval_keys(seed_key, shard, self.eval_per_shard)
             result = evaluate_greedy(self.agent, self.env, params, keys, self.config.eval_max_steps)
-            bad = sum_across_learners((jnp.sum(result.bad_reward, dtype=jnp.float32),
-                                       jnp.sum(result.bad_observation, dtype=jnp.float32)))
+            bad = sum_across_learners(tuple(jnp.sum(flags, dtype=jnp.float32) for flags in (
+                result.bad_reward, result.bad_observation, result.no_legal)))
             return (mean_across_learners(jnp.mean(result.returns)),) + bad
 
         keys = self._row_slice(per_seed_keys(seed, self.config.members))
@@ -321,9 +321,9 @@ class AnakinCompiled:
         """Mean greedy return per member `[S]` over `eval_episodes` (rounded up to a multiple of the shards)."""
         return self.evaluate_params(state.train_state.params, seed)[0]
 
-    def evaluate_params(self, params: Any, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def evaluate_params(self, params: Any, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Greedy returns `[S]` of `params` (a state's `train_state.params`, or a copy with its sharding),
-        and per member how many episodes met a NaN/Inf reward / observation `[S]`. The evaluation `compile`
+        and per member how many episodes met a NaN/Inf reward / observation, or an all-False action mask `[S]`. The evaluation `compile`
         took from `compile_ahead` serves params laid out as it was compiled for; other params go through jit."""
         evaluate = self._eval
         if self._compiled_eval is not None and _fits(params, self._compiled_eval[1]):

@@ -108,10 +108,11 @@ class AnakinProgram:
         if not self.config.eval_episodes:  # no evaluation: its program is never compiled
             return None
         with self.stage(f"evaluation after update {update}"):
-            returns, bad_reward, bad_observation = within(
+            returns, bad_reward, bad_observation, no_legal = within(
                 f"evaluation after update {update}", self.config.timeout_s,
                 functools.partial(self.compiled.evaluate_params, params, seed))
-        check_evaluation(bad_reward, bad_observation, self.compiled.eval_per_shard * self.compiled.num_shards, update)
+        check_evaluation(bad_reward, bad_observation, self.compiled.eval_per_shard * self.compiled.num_shards, update,
+                         no_legal, self.config.env)
         return returns
 
     def after_record(self, state: AnakinState, record: dict[str, Any], update: int) -> AnakinState:

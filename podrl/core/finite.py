@@ -50,6 +50,13 @@ def nonfinite_flags(xp: Any, reward: Any, observation: Any) -> tuple[Any, Any]:
     return ~xp.isfinite(reward), bad_observation
 
 
+def no_legal_flags(xp: Any, observation: Any, shape: tuple[int, ...]) -> Any:
+    """bool `shape` (the batch's): True where the observation's `action_mask` allows no action (all False);
+    all False without a mask. `xp`: numpy or jax.numpy."""
+    mask = action_mask(observation)
+    return xp.zeros(shape, bool) if mask is None else ~xp.any(xp.asarray(mask), axis=-1)
+
+
 def count_nonfinite(reward: jax.Array, observation: Any, update: jax.Array | int,
                     reduce: Callable[[Any], Any] = lambda counts: counts) -> InputCounts:
     """Counts the non-finite steps of one rollout (`reward` `[T, B]`, `observation` `[T, B, ...]`
@@ -124,9 +131,19 @@ def check_legal_actions(inputs: InputCounts, source: str = "", env: str = "") ->
             f"never acted on): fix the env's mask or end the episode there")
 
 
-def check_evaluation(bad_reward: Any, bad_observation: Any, episodes: int, update: int) -> None:
+def check_evaluation(bad_reward: Any, bad_observation: Any, episodes: int, update: int, no_legal: Any = 0,
+                     env: str = "") -> None:
     """Raises NonFiniteError if greedy evaluation episodes after update `update` met a non-finite reward or
-    observation (`bad_*`: how many of the `episodes` episodes did, per member `[S]` or a scalar)."""
+    observation (`bad_*`: how many of the `episodes` episodes did, per member `[S]` or a scalar), and
+    NoLegalActionError if some met an observation to act on whose `action_mask` allows nothing (`no_legal`,
+    counted the same way; `env` names the env)."""
+    if np.any(np.asarray(no_legal) > 0):
+        count = int(np.max(np.asarray(no_legal)))
+        raise NoLegalActionError(
+            f"env {env or '(unnamed)'} returned an observation whose action_mask allows no action (all False) "
+            f"for the greedy policy to act on, in {count} of {episodes} episode(s) of the evaluation after update "
+            f"{update}; every observation an episode continues from needs a legal action: fix the env's mask or "
+            f"end the episode there")
     counts = {"reward": np.asarray(bad_reward), "observation": np.asarray(bad_observation)}
     named = [name for name, c in counts.items() if np.any(c > 0)]
     if named:

@@ -196,7 +196,8 @@ class SebulbaProgram:
         result = evaluate_host_greedy(self.agent, params, self._eval_env, seed=seed, max_steps=self.config.eval_max_steps)
         if not self.config.eval_async:
             self.eval_seconds += time.perf_counter() - start
-        check_evaluation(np.sum(result.bad_reward), np.sum(result.bad_observation), result.returns.size, update)
+        check_evaluation(np.sum(result.bad_reward), np.sum(result.bad_observation), result.returns.size, update,
+                         np.sum(result.no_legal), self.config.env)
         return float(np.mean(result.returns))
 
     def after_record(self, state: TrainState, record: dict[str, Any], update: int) -> TrainState:

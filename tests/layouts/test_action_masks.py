@@ -23,6 +23,7 @@ from podrl.agents.r2d2 import R2D2Config
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.core.errors import NoLegalActionError
+from podrl.core.finite import check_evaluation
 from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.envs.tiny import MaskedCue
 from podrl.run.config import LoggingConfig
@@ -109,3 +110,38 @@ def test_an_observation_without_a_legal_action_stops_the_run_naming_the_env(cpu_
                             eval_episodes=0, logging=QUIET)
     with pytest.raises(NoLegalActionError, match=r"update 0 \(actor thread 0\)"):
         train_sebulba(sebulba, small)
+
+
+def test_greedy_evaluation_flags_an_observation_without_a_legal_action(cpu_devices):
+    """Both evaluation loops flag each episode that reached an all-False mask (DeadEndCue: every episode, at its
+    4th step, since the masked greedy policy never ends one earlier) and no MaskedCue episode; the layouts'
+    check turns a flag into NoLegalActionError naming the env and the update."""
+    agent = AGENTS["ppo"].make_agent(SPEC, 1)
+    params = agent.init(jax.random.key(0), SPEC).params
+    keys = jax.random.split(jax.random.key(3), 4)
+    for env, expected in ((MaskedCue(), False), (DeadEndCue(), True)):
+        greedy = jax.jit(lambda p, e=env: evaluate_greedy(agent, e, p, keys, 2 * LENGTH))(params)
+        np.testing.assert_array_equal(greedy.no_legal, expected)
+        host = evaluate_host_greedy(agent, params, JaxHostVectorEnv(env, 4), seed=3, max_steps=2 * LENGTH)
+        np.testing.assert_array_equal(host.no_legal, expected)
+    check_evaluation(0, 0, 4, 7, no_legal=np.zeros(2), env="MaskedCue-v0")
+    with pytest.raises(NoLegalActionError, match=r"env my:DeadEnd .* in 3 of 4 episode\(s\) of the evaluation after "
+                                                 r"update 7"):
+        check_evaluation(0, 0, 4, 7, no_legal=np.array([0, 3]), env="my:DeadEnd")
+
+
+@pytest.mark.timeout(300)
+def test_anakin_evaluation_counts_each_members_episodes_without_a_legal_action(cpu_devices):
+    """The Anakin evaluation program returns, per member, how many of its episodes met an all-False mask."""
+    from podrl.anakin.compiled import AnakinCompiled
+    from podrl.core.mesh import data_mesh
+
+    config = AnakinConfig(env="MaskedCue-v0", num_envs=ENVS, rollout_length=STEPS, total_steps=ENVS * STEPS,
+                          num_devices=2, num_seeds=2, eval_episodes=4, eval_max_steps=2 * LENGTH, logging=QUIET)
+    agent = AGENTS["ppo"].make_agent(SPEC, config.num_updates)
+    for env, expected in ((MaskedCue(), 0), (DeadEndCue(), 4)):
+        program = AnakinCompiled(agent, env, config, data_mesh(cpu_devices[:2]), SPEC)
+        returns, bad_reward, bad_observation, no_legal = program.evaluate_params(
+            program.init().train_state.params, 5)
+        np.testing.assert_array_equal(no_legal, [expected, expected])
+        np.testing.assert_array_equal(bad_reward + bad_observation, 0)

@@ -121,7 +121,7 @@ def test_one_evaluation_call_gives_each_seeds_own_episodes(cpu_devices):
     program = AnakinCompiled(agent, env, config, data_mesh(cpu_devices[:1]), spec)
     state, _ = program.train_call(program.init(), 0)  # members' params now differ
     params = state.train_state.params
-    returns, bad_reward, bad_observation = program.evaluate_params(params, 7)
+    returns, bad_reward, bad_observation, _ = program.evaluate_params(params, 7)
     keys = per_seed_keys(7, 3)
     expected = []
     for member in range(3):
