@@ -21,6 +21,12 @@ order (the last dimension fastest), and a mask shaped like the joint action spac
 flattened the same way (`[800]`). Per-agent masks (Cleaner's `[agents, actions]`), vector rewards
 (multi-agent envs) and continuous actions are refused with an `UnknownEnvError` saying why.
 
+No legal action. Jumanji may go on from a state whose mask allows no action (a Snake trapped by its own
+body: every move crashes it), where podrl's agents refuse to act (`podrl.core.errors.NoLegalActionError`).
+There the adapter's mask allows every action, as Jumanji's own agents do in effect (their masked logits
+are all equal): the env then ends the episode itself. An episode's final observation keeps its mask (a
+full Knapsack's is all False): nothing acts on it.
+
 Termination vs truncation. Jumanji folds its time limit into termination (Snake, Maze, Sokoban,
 Tetris, ...: `step_count >= self.time_limit` ends the episode with discount 0), as Craftax does.
 An env with an integer `time_limit` attribute gets it out of reach (`UNREACHABLE_STEPS`, after its
@@ -80,7 +86,7 @@ class JumanjiEnv:
     def step(self, state: Any, action: Array) -> tuple[Any, TimeStep]:
         state, ts = self.env.step(state, self._unflatten(action))
         last = ts.step_type == _LAST
-        return state, ending(self._observe(ts.observation), ts.reward, last & (ts.discount == 0),
+        return state, ending(self._observe(ts.observation, last), ts.reward, last & (ts.discount == 0),
                              last & (ts.discount != 0))
 
     def observation_spec(self) -> ObservationSpec:
@@ -95,10 +101,16 @@ class JumanjiEnv:
             return action
         return jnp.stack(jnp.unravel_index(action, self._num_values)).astype(jnp.int32)
 
-    def _observe(self, observation: Any) -> Any:
+    def _observe(self, observation: Any, ended: Array | bool = False) -> Any:
+        """The observation as nested dicts, its mask flattened; where the episode goes on (not `ended`) from a
+        state with no legal action (a trapped Snake), a mask allowing every action (module docstring)."""
         tree = _as_dicts(observation, self._observation_spec)
-        if isinstance(tree, dict) and ACTION_MASK in tree and self._multi:
-            tree[ACTION_MASK] = tree[ACTION_MASK].reshape(tree[ACTION_MASK].shape[:-len(self._num_values)] + (-1,))
+        if not isinstance(tree, dict) or ACTION_MASK not in tree:
+            return tree
+        mask = tree[ACTION_MASK]
+        if self._multi:
+            mask = mask.reshape(mask.shape[:-len(self._num_values)] + (-1,))
+        tree[ACTION_MASK] = jnp.where(jnp.any(mask, axis=-1, keepdims=True) | ended, mask, True)
         return tree
 
     def _convert_spec(self, spec: Any) -> Any:

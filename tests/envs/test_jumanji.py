@@ -79,6 +79,19 @@ def test_a_multidiscrete_action_is_one_discrete_over_the_joint_actions_with_its_
     assert ts.reward == raw.reward
 
 
+def test_a_state_the_env_plays_on_from_with_no_legal_action_allows_every_action():
+    """A Snake trapped by its own body has an all-False mask yet its episode goes on (the next move crashes
+    it); podrl's agents refuse such a mask, so the adapter allows every action there, and nowhere else: not
+    on an episode's final observation, which nothing acts on."""
+    env = podrl.envs.make("jumanji:Snake-v1").unwrapped
+    trapped = env.env.observation_spec.generate_value()  # Jumanji's zeros: an all-False mask
+    assert not trapped.action_mask.any()
+    np.testing.assert_array_equal(env._observe(trapped)["action_mask"], [True] * 4)
+    np.testing.assert_array_equal(env._observe(trapped, ended=True)["action_mask"], [False] * 4)  # a final one
+    cornered = trapped._replace(action_mask=jnp.array([False, True, False, False]))
+    np.testing.assert_array_equal(env._observe(cornered)["action_mask"], [False, True, False, False])
+
+
 def snake_rollout(env, steps, policy):
     """`[steps]` timesteps of `env` from reset(key 0), each action `policy(mask of the last observation)`."""
 
