@@ -47,7 +47,7 @@ def test_the_observation_is_the_view_and_the_direction_read_by_embeddings():
     np.testing.assert_array_equal(spec["img"].maximum[0, 0], [12, 11])  # NUM_TILES - 1, NUM_COLORS - 1
     assert (spec["direction"].minimum, spec["direction"].maximum) == (0, 3)
     assert env.action_spec().num_values == 6
-    state, ts = jax.jit(env.reset)(jax.random.key(2))
+    _, ts = jax.jit(env.reset)(jax.random.key(2))
     raw_env, params = xminigrid.make("MiniGrid-Empty-5x5")
     raw = jax.jit(raw_env.reset)(params, jax.random.key(2))
     np.testing.assert_array_equal(ts.observation["img"], raw.observation)
