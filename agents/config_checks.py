@@ -30,7 +30,7 @@ PIXEL_TORSOS = ("nature_cnn", "impala_resnet", "minatar_cnn")
 CORES = ("none", "lstm", "gru")
 """Names accepted by an agent config's `core` (the recurrent cores of `podrl.agents.cores`)."""
 
-ENCODERS = TORSOS + ("embed", "none")
+ENCODERS = TORSOS + ("embed", "embed_cnn", "none")
 """Encoders `torso_per_key` may name for a leaf of a nested observation (`podrl.agents.inputs`)."""
 
 
@@ -39,7 +39,7 @@ class InputsConfig(CheckedConfig):
     """How a torso reads a nested (dict / tuple) observation, leaf by leaf (`podrl.agents.inputs`)."""
 
     torso_per_key: tuple[str, ...] = ()
-    """Nested (dict / tuple) observations: a leaf's encoder by its key, as key=encoder with encoder one of mlp, nature_cnn, impala_resnet, minatar_cnn, embed (integer leaves with bounds) or none (not read), e.g. image=minatar_cnn action_mask=mlp; other leaves get one by shape and dtype (images a CNN, bounded integers an embedding, the rest an MLP of hidden_sizes; the action_mask leaf none)."""
+    """Nested (dict / tuple) observations: a leaf's encoder by its key, as key=encoder with encoder one of mlp, nature_cnn, impala_resnet, minatar_cnn, embed (integer leaves with bounds), embed_cnn (an integer grid with bounds: each cell's ids embedded, then the MinAtar CNN) or none (not read), e.g. image=minatar_cnn action_mask=mlp; other leaves get one by shape and dtype (images a CNN, integer grids of few values embed_cnn, bounded integers an embedding, the rest an MLP of hidden_sizes; the action_mask leaf none)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -11,6 +11,10 @@ is built with (`podrl.agents.torsos.make_torso` reads it):
 
   * the `action_mask` leaf: none (the mask restricts the actions, `podrl.agents.masking`; name it,
     e.g. `action_mask=mlp`, to feed it to the torso as well);
+  * an integer image whose spec bounds it to at most `MAX_GRID_VALUES` values (xland-minigrid's
+    `[V, V, 2]` tile and colour ids, a board of piece ids): `embed_cnn`, each id embedded and the
+    MinAtar CNN over the embeddings (a CNN would read the ids as intensities; a uint8 frame's
+    0-255 bounds are more values, so frames stay pixels);
   * an image, rank 3 `[C, H, W]` / `[H, W, C]` or a uint8 `[H, W]`: the config's `torso` if it is a
     CNN, else `minatar_cnn` for an image under 36 pixels a side and `nature_cnn` from 36 (the
     smallest the Nature CNN's strides take);
@@ -19,8 +23,8 @@ is built with (`podrl.agents.torsos.make_torso` reads it):
   * anything else (float vectors, bools, unbounded integers): mlp, an MLP of the config's
     `hidden_sizes` on the flattened leaf.
 
-Every choice is checked against its leaf (a CNN needs an image, embed bounded integers, an `mlp`
-refuses whole frames) with a ConfigError("torso_per_key") naming the key; unknown keys are refused
+Every choice is checked against its leaf (a CNN needs an image, embed bounded integers, embed_cnn a
+bounded integer image, an `mlp` refuses whole frames) with a ConfigError("torso_per_key") naming the key; unknown keys are refused
 naming the observation's keys. Nothing is traced.
 """
 
@@ -38,6 +42,9 @@ from podrl.envs.observations import ACTION_MASK, is_nested, leaf_specs
 
 MAX_EMBED_VALUES = 4096
 """An integer leaf with more values than this is read by an MLP unless `torso_per_key` says embed."""
+
+MAX_GRID_VALUES = 64
+"""An integer image bounded to at most this many values is a grid of ids (`embed_cnn`), not pixels."""
 
 SMALL_IMAGE = 36
 """Images with a side under this many pixels get `minatar_cnn` by default, larger ones `nature_cnn`."""
@@ -87,12 +94,14 @@ def default_encoder(key: str, leaf: specs.Array, torso: str) -> str:
     shape, dtype = tuple(int(d) for d in leaf.shape), np.dtype(leaf.dtype)
     if key == ACTION_MASK:
         return "none"
+    bounds = _bounds(leaf)
+    if _is_image(shape, dtype) and bounds is not None and bounds[1] <= MAX_GRID_VALUES:
+        return "embed_cnn"
     if _is_image(shape, dtype):
         if torso in PIXEL_TORSOS:
             return torso
         side = min(shape[1:] if len(shape) == 3 and channels_first(shape) else shape[:2])
         return "minatar_cnn" if side < SMALL_IMAGE else "nature_cnn"
-    bounds = _bounds(leaf)
     if len(shape) <= 1 and bounds is not None and bounds[1] <= MAX_EMBED_VALUES:
         return "embed"
     return "mlp"
@@ -103,11 +112,14 @@ def _leaf_input(key: str, leaf: specs.Array, encoder: str) -> LeafInput:
     shape = tuple(int(d) for d in leaf.shape)
     if encoder == "none":
         return LeafInput(key, shape, encoder)
-    if encoder == "embed":
+    if encoder in ("embed", "embed_cnn"):
         bounds = _bounds(leaf)
         if bounds is None:
-            raise ConfigError(FIELD, f"{key}=embed needs an integer leaf with bounds (a DiscreteArray or an integer "
-                                     f"BoundedArray spec), but {key!r} is {leaf!r}; use mlp")
+            raise ConfigError(FIELD, f"{key}={encoder} needs an integer leaf with bounds (a DiscreteArray or an "
+                                     f"integer BoundedArray spec), but {key!r} is {leaf!r}; use mlp")
+        if encoder == "embed_cnn" and not _is_image(shape, np.dtype(np.uint8)):
+            raise ConfigError(FIELD, f"{key}=embed_cnn needs a grid [H, W] or [H, W, C] / [C, H, W], but {key!r} "
+                                     f"has shape {shape}; use embed")
         return LeafInput(key, shape, encoder, num_values=bounds[1], offset=bounds[0])
     try:
         check_torso(encoder, shape)
@@ -118,4 +130,5 @@ def _leaf_input(key: str, leaf: specs.Array, encoder: str) -> LeafInput:
 
 def has_image_encoder(obs_shape: Any) -> bool:
     """True for a nested observation one of whose leaves a CNN reads (its torso is shared by default)."""
-    return isinstance(obs_shape, ObservationInputs) and any(leaf.encoder in PIXEL_TORSOS for leaf in obs_shape.leaves)
+    image_encoders = PIXEL_TORSOS + ("embed_cnn",)
+    return isinstance(obs_shape, ObservationInputs) and any(leaf.encoder in image_encoders for leaf in obs_shape.leaves)

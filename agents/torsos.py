@@ -215,9 +215,36 @@ class MinAtarCNN(nn.Module):
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
-        x, batch_shape = _images(x, self.obs_shape)
-        x = jax.nn.relu(_conv(16, 3, 1)(x))
-        return _dense_out(x, batch_shape, 128, self.layer_norm)
+        return _minatar_layers(*_images(x, self.obs_shape), self.layer_norm)
+
+
+def _minatar_layers(x: Array, batch_shape: tuple[int, ...], layer_norm: bool) -> Array:
+    """The MinAtar CNN's layers on NHWC images `[N, H, W, C]` -> `[*batch_shape, 128]`, created in the
+    calling compact module's scope (`Conv_0`, `Dense_0`)."""
+    x = jax.nn.relu(_conv(16, 3, 1)(x))
+    return _dense_out(x, batch_shape, 128, layer_norm)
+
+
+class EmbedCNN(nn.Module):
+    """A grid of integer ids `[..., *obs_shape]` (`[H, W]`, `[H, W, C]` or `[C, H, W]`) -> `[..., 128]`: each
+    id, less `offset`, looked up in one table of `num_values` rows of `EMBED_FEATURES`, a cell's
+    channels' embeddings side by side (`[H, W, C * EMBED_FEATURES]`), then the MinAtar CNN's layers
+    (xland-minigrid's baselines embed its tile and colour ids before their convolutions the same way)."""
+
+    obs_shape: tuple[int, ...]
+    num_values: int
+    offset: int = 0
+    layer_norm: bool = False
+
+    @nn.compact
+    def __call__(self, x: Array) -> Array:
+        batch_shape = x.shape[: x.ndim - len(self.obs_shape)]
+        x = x.reshape((-1,) + self.obs_shape)
+        if channels_first(self.obs_shape):
+            x = jnp.transpose(x, (0, 2, 3, 1))
+        index = jnp.clip(x.astype(jnp.int32) - self.offset, 0, self.num_values - 1)
+        embedded = nn.Embed(self.num_values, EMBED_FEATURES)(index)  # [N, H, W, (C,) E]
+        return _minatar_layers(embedded.reshape(embedded.shape[:3] + (-1,)), batch_shape, self.layer_norm)
 
 
 # ---------------------------------------------------------------- nested observations
@@ -231,9 +258,9 @@ class LeafInput(NamedTuple):
 
     Attributes:
       key: the leaf's key (`podrl.envs.observations.leaf_key`). shape: its shape `[*leaf]` (one env).
-      encoder: mlp, nature_cnn, impala_resnet, minatar_cnn, embed or none (the leaf is not read).
-      num_values: embed: the table's size (the leaf's values lie in [offset, offset + num_values)).
-      offset: embed: subtracted from a value before the lookup (the spec's minimum).
+      encoder: mlp, nature_cnn, impala_resnet, minatar_cnn, embed, embed_cnn or none (the leaf is not read).
+      num_values: embed, embed_cnn: the table's size (the leaf's values lie in [offset, offset + num_values)).
+      offset: embed, embed_cnn: subtracted from a value before the lookup (the spec's minimum).
     """
 
     key: str
@@ -262,7 +289,8 @@ def _module_name(key: str) -> str:
 class MultiInputTorso(nn.Module):
     """A nested observation -> `[..., sum F_i]`: each encoded leaf `[..., *leaf]` through its own encoder
     (`LeafInput.encoder`; params `input_<key>`), the features concatenated in key order. mlp: an `MLPTorso`
-    of `hidden_sizes`; a CNN: that torso (uint8 scaled inside); embed: `EMBED_FEATURES` per value, flattened."""
+    of `hidden_sizes`; a CNN: that torso (uint8 scaled inside); embed: `EMBED_FEATURES` per value, flattened;
+    embed_cnn: an `EmbedCNN` (128)."""
 
     inputs: ObservationInputs
     hidden_sizes: Sequence[int] = (64, 64)
@@ -281,6 +309,8 @@ class MultiInputTorso(nn.Module):
             batch_shape = x.shape[: x.ndim - len(leaf.shape)]
             index = jnp.clip(x.astype(jnp.int32) - leaf.offset, 0, leaf.num_values - 1)
             return nn.Embed(leaf.num_values, EMBED_FEATURES, name=name)(index).reshape(batch_shape + (-1,))
+        if leaf.encoder == "embed_cnn":
+            return EmbedCNN(leaf.shape, leaf.num_values, leaf.offset, self.layer_norm, name=name)(x)
         return make_torso(leaf.encoder, leaf.shape, self.hidden_sizes, self.activation, name=name,
                           layer_norm=self.layer_norm)(x)
 

@@ -40,7 +40,7 @@ from dm_env import specs
 
 from podrl.envs.gymnax import parse_name
 from podrl.envs.errors import UnknownEnvError
-from podrl.envs.types import LAST, ActionSpec, Array, ObservationSpec, PRNGKey, TimeStep, restart, transition
+from podrl.envs.types import ActionSpec, Array, ObservationSpec, PRNGKey, TimeStep, ending, restart
 from podrl.envs.wrappers import TimeLimit
 
 BACKENDS = ("generalized", "positional", "spring", "mjx")
@@ -76,9 +76,7 @@ class BraxEnv:
         state = self.env.step(state, jnp.clip(action, -1.0, 1.0))
         truncation = (getattr(state, "info", None) or {}).get("truncation")  # only under brax's EpisodeWrapper
         truncated = jnp.asarray(False) if truncation is None else truncation > 0.5
-        terminated = (state.done > 0.5) & ~truncated
-        ts = transition(state.obs.astype(jnp.float32), state.reward, terminated, {"truncated": truncated})
-        return state, ts._replace(step_type=jnp.where(truncated, LAST, ts.step_type).astype(jnp.int32))
+        return state, ending(state.obs.astype(jnp.float32), state.reward, (state.done > 0.5) & ~truncated, truncated)
 
     def observation_spec(self) -> ObservationSpec:
         return self._observation_spec

@@ -88,6 +88,19 @@ def transition(
     )
 
 
+def ending(observation: Array, reward: Array, terminated: Array, truncated: Array,
+           extras: dict[str, Array] | None = None) -> TimeStep:
+    """A `transition` that may also end on a truncation the env reports itself: LAST with discount 1 and
+    `extras["truncated"]` where `truncated` and not `terminated` (termination wins, as in gymnasium).
+
+    For suites whose own step tells a time limit from a termination (brax's `EpisodeWrapper`,
+    xland-minigrid, Jumanji's `truncation` timesteps); `TimeLimit` keeps an inner truncation."""
+    terminated = jnp.asarray(terminated, jnp.bool_)
+    truncated = jnp.asarray(truncated, jnp.bool_) & ~terminated
+    ts = transition(observation, reward, terminated, {**(extras or {}), "truncated": truncated})
+    return ts._replace(step_type=jnp.where(truncated, LAST, ts.step_type).astype(jnp.int32))
+
+
 ObservationSpec: TypeAlias = Any
 """A `dm_env.specs.Array` of one env's observation, or a pytree of them (`podrl.envs.observations`)."""
 ActionSpec: TypeAlias = specs.DiscreteArray | specs.BoundedArray

@@ -69,6 +69,13 @@ _MUJOCO_RUN = {"env": "HalfCheetah-v5", "envs_per_thread": 1, "rollout_length": 
                "eval_every": 160, "eval_episodes": 4, "log_every": 8}
 """CleanRL's one env and 1M steps; 64 env steps per update (64 gradient steps each at replay_ratio 1); a greedy eval every ~10k steps."""
 
+_JUMANJI_A2C = ("Jumanji's A2C baselines (Bonnet et al. 2024, arXiv:2306.09884; jumanji/training/configs/env/"
+                "{knapsack,snake}.yaml): 20-step rollouts, GAE lambda 0.95, entropy 0.01, lr 3e-4 (Snake's; "
+                "Knapsack's 1e-4), discount 0.997 (Snake's; Knapsack's 1.0), 64 envs (Knapsack's; Snake's 128)")
+_KNAPSACK_OPTIMUM = Anchor(20.16, "the optimum, not a trained agent: the mean best packing of 1,024 Knapsack-v1 "
+                                  "instances (50 items, budget 12.5) solved exactly with scipy's MILP "
+                                  "(docs/results/jumanji-ppo/README.md); greedy by value/weight gets 99.7% of it")
+
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset(
         "cartpole-ppo", "anakin", "ppo",
@@ -280,6 +287,48 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         {"HalfCheetah-v5": Anchor(9018.31, "HalfCheetah-v2: 9018.31 +- 1078.31; " + _CLEANRL_TD3_DOCS),
          "Walker2d-v5": Anchor(4246.07, "Walker2d-v2: 4246.07 +- 1210.84; " + _CLEANRL_TD3_DOCS),
          "Hopper-v5": Anchor(3391.78, "Hopper-v2: 3391.78 +- 232.21; " + _CLEANRL_TD3_DOCS)},
+    ),
+    Preset(
+        "jumanji-ppo", "anakin", "ppo",
+        "PPO on a Jumanji env with its action mask (default Knapsack-v1), 64 envs x 20 steps, 5M steps.",
+        _JUMANJI_A2C + ", with PPO's clipped updates (CleanRL's 4 epochs x 4 minibatches, clip 0.2, value 0.5, "
+        "grad norm 0.5); the multi-input torso reads Jumanji's observation leaf by leaf (128 x 128 ReLU MLPs on "
+        "vectors, the MinAtar CNN on Snake's grid) where Jumanji's networks are a transformer (Knapsack) and a "
+        "CNN (Snake)",
+        {"env": "jumanji:Knapsack-v1", "num_envs": 64, "rollout_length": 20, "total_steps": 5_000_000,
+         "updates_per_call": 50, "eval_every": 250, "eval_episodes": 64, "eval_max_steps": 1_000},
+        {"learning_rate": 3e-4, "anneal_lr": False, "gamma": 0.997, "gae_lambda": 0.95, "num_epochs": 4,
+         "num_minibatches": 4, "clip_eps": 0.2, "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 0.5,
+         "hidden_sizes": (128, 128), "activation": "relu"},
+        {"jumanji:Knapsack-v1": _KNAPSACK_OPTIMUM},
+    ),
+    Preset(
+        "jumanji-pqn", "anakin", "pqn",
+        "PQN (Q(lambda), LayerNorm, no replay) on a Jumanji env with its action mask (default Knapsack-v1), "
+        "128 envs x 32 steps, 5M steps.",
+        "purejaxql config/alg/pqn_minatar.yaml (Gallici et al. 2024: 128 envs x 32 steps, 2 epochs x 32 "
+        "minibatches, lr 5e-4 linearly decayed, grad norm 10, gamma 0.99, lambda 0.65, epsilon 1 -> 0.05 over "
+        "the first 10% of updates, LayerNorm) with the multi-input torso's 128 x 128 ReLU MLPs; exploration and "
+        "every bootstrap maximum are over the legal actions only",
+        {"env": "jumanji:Knapsack-v1", "num_envs": 128, "rollout_length": 32, "total_steps": 5_000_000,
+         "updates_per_call": 16, "eval_every": 112, "eval_episodes": 64, "eval_max_steps": 1_000},
+        {"learning_rate": 5e-4, "anneal_lr": True, "max_grad_norm": 10.0, "gamma": 0.99, "q_lambda": 0.65,
+         "num_epochs": 2, "num_minibatches": 32, "epsilon_start": 1.0, "epsilon_end": 0.05,
+         "epsilon_decay_fraction": 0.1, "layer_norm": True, "hidden_sizes": (128, 128), "activation": "relu"},
+        {"jumanji:Knapsack-v1": _KNAPSACK_OPTIMUM},
+    ),
+    Preset(
+        "xminigrid-ppo", "anakin", "ppo",
+        "PPO on an xland-minigrid MiniGrid task (default DoorKey-5x5), 64 envs x 16 steps, 1M steps.",
+        "xland-minigrid's single-task PPO (Nikulin et al. 2024, training/train_single_task.py defaults: 16-step "
+        "rollouts, 1 epoch x 16 minibatches, lr 1e-3 linearly decayed, gamma 0.99, GAE 0.95, clip 0.2, entropy "
+        "0.01, value 0.5, grad norm 0.5, 1M steps; the view's ids embedded 16 wide before the convolutions and the "
+        "direction given, as its DirectionObservationWrapper does) without its recurrent core and previous action "
+        "and reward inputs (a 7 x 7 view sees all of DoorKey-5x5) and with 64 envs where it runs 8,192",
+        {"env": "xminigrid:MiniGrid-DoorKey-5x5", "num_envs": 64, "rollout_length": 16, "total_steps": 1_000_000,
+         "updates_per_call": 32, "eval_every": 64, "eval_episodes": 64, "eval_max_steps": 250},
+        {"learning_rate": 1e-3, "anneal_lr": True, "gamma": 0.99, "gae_lambda": 0.95, "num_epochs": 1,
+         "num_minibatches": 16, "clip_eps": 0.2, "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 0.5},
     ),
     Preset(
         "brax-ppo", "anakin", "ppo",

@@ -20,7 +20,7 @@ from podrl.agents.ppo import PPOConfig
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.replay import Transition, transitions
 from podrl.agents.sac import SACConfig
-from podrl.agents.torsos import EMBED_FEATURES, MinAtarCNN, ObservationInputs, make_torso
+from podrl.agents.torsos import EMBED_FEATURES, EmbedCNN, MinAtarCNN, ObservationInputs, make_torso
 from jax.sharding import PartitionSpec as P
 
 from podrl.core.errors import ConfigError
@@ -106,6 +106,37 @@ def test_an_embedded_leaf_reads_the_row_of_its_value():
     table = params["params"]["input_card"]["embedding"]
     assert table.shape == (10, EMBED_FEATURES)
     np.testing.assert_array_equal(torso.apply(params, {"card": card}), table[card - 1])
+
+
+GRID = EnvSpec({"grid": specs.BoundedArray((5, 5, 2), np.uint8, 0, 12),
+                "frame": specs.BoundedArray((4, 4, 1), np.uint8, 0, 255)}, specs.DiscreteArray(6))
+"""xland-minigrid's view: a grid of (tile, colour) ids; beside it a uint8 frame, whose 256 values are pixels."""
+
+
+def test_an_integer_grid_of_ids_is_embedded_then_convolved():
+    """`embed_cnn`: each id's row of one table, a cell's two rows side by side `[5, 5, 32]`, then the MinAtar
+    CNN's layers; the same grid channels-first reads the same."""
+    inputs = torso_input(GRID, "minatar_cnn")
+    assert encoders(inputs) == {"frame": "minatar_cnn", "grid": "embed_cnn"}
+    assert inputs.leaves[1].num_values == 13
+    torso = make_torso("mlp", inputs, hidden_sizes=(8,))
+    ids = np.random.default_rng(0).integers(0, 13, (3, 5, 5, 2)).astype(np.uint8)
+    obs = {"frame": np.zeros((3, 4, 4, 1), np.uint8), "grid": ids}
+    params = torso.init(jax.random.key(0), obs)
+    features = torso.apply(params, obs)
+    grid = params["params"]["input_grid"]
+    table = grid["Embed_0"]["embedding"]
+    assert table.shape == (13, EMBED_FEATURES) and features.shape == (3, 128 + 128)
+    embedded = np.asarray(table)[ids].reshape(3, 5, 5, 2 * EMBED_FEATURES)
+    cnn = {"params": {"Conv_0": grid["Conv_0"], "Dense_0": grid["Dense_0"]}}
+    np.testing.assert_allclose(features[:, 128:], MinAtarCNN((5, 5, 32)).apply(cnn, embedded), rtol=1e-5, atol=1e-6)
+    first = EmbedCNN((2, 5, 5), 13).apply({"params": grid}, ids.transpose(0, 3, 1, 2))
+    np.testing.assert_allclose(first, features[:, 128:], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ConfigError, match="noise=embed_cnn needs an integer leaf with bounds"):
+        torso_input(DICT_CUE, "mlp", ("noise=embed_cnn",))
+    card = EnvSpec({"card": specs.BoundedArray((3,), np.int32, 1, 10)}, specs.DiscreteArray(2))
+    with pytest.raises(ConfigError, match=r"card=embed_cnn needs a grid \[H, W\]"):
+        torso_input(card, "mlp", ("card=embed_cnn",))
 
 
 def test_observation_normalisation_keeps_statistics_per_float_leaf():

@@ -23,12 +23,15 @@ def test_split_tells_a_scheme_from_a_plain_name():
     assert split("dm_env:my_pkg.envs:make") == (SCHEMES["dm_env"], "my_pkg.envs:make")  # the import path whole
     assert split("ale:Pong")[0].scheme == "ale" and split("dmc:cheetah-run")[0].scheme == "dmc"
     assert split("brax:ant,backend=spring") == (SCHEMES["brax"], "ant,backend=spring")
+    assert split("jumanji:Snake-v1,time_limit=50") == (SCHEMES["jumanji"], "Snake-v1,time_limit=50")
+    assert split("xminigrid:MiniGrid-DoorKey-5x5") == (SCHEMES["xminigrid"], "MiniGrid-DoorKey-5x5")
     assert split("my_envs:Chain") == (None, "my_envs:Chain")  # not a scheme: a module:attr import path
     assert split("CartPole-v1") == (None, "CartPole-v1")
 
 
 def test_the_table_names_every_scheme_once_and_every_builder_resolves():
-    assert set(SCHEMES) == {"jax", "gymnax", "craftax", "brax", "ale", "envpool", "dm_env", "dmc"}
+    assert set(SCHEMES) == {"jax", "gymnax", "craftax", "brax", "jumanji", "xminigrid", "ale", "envpool", "dm_env",
+                            "dmc"}
     assert len([f for f in FORMS if f.scheme is not None]) == len(SCHEMES)
     for form in FORMS:
         assert form.anakin or form.sebulba, form
@@ -38,7 +41,7 @@ def test_the_table_names_every_scheme_once_and_every_builder_resolves():
         if form.sebulba:
             module, _, function = form.sebulba.partition(":")
             assert callable(getattr(importlib.import_module(module), function)), form
-    assert {s for s, f in SCHEMES.items() if f.anakin} == {"gymnax", "craftax", "brax"}
+    assert {s for s, f in SCHEMES.items() if f.anakin} == {"gymnax", "craftax", "brax", "jumanji", "xminigrid"}
     assert {s for s, f in SCHEMES.items() if f.sebulba} == set(SCHEMES)  # Sebulba steps JAX envs on the host too
 
 
