@@ -37,6 +37,7 @@ import importlib
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from podrl.core.errors import ConfigError, require_bool, require_choice, require_int, require_number
+from podrl.agents.obs_norm import with_observation_norm
 
 if TYPE_CHECKING:
     from podrl.envs.types import EnvSpec
@@ -208,8 +209,6 @@ class ObsNormConfig(CheckedConfig):
         """`agent` wrapped by `podrl.agents.obs_norm.with_observation_norm` when normalize_observations, else itself."""
         if not self.normalize_observations:
             return agent
-        from podrl.agents.obs_norm import with_observation_norm
-
         return with_observation_norm(agent, self.obs_norm_clip)
 
 

@@ -64,7 +64,7 @@ here: two processes share two loaded cores, and one DQN update of 256 Nature-CNN
 
 def build_program(name: str):
     """The preset's host program (built as `podrl <layout>` builds it) on this process's one device."""
-    from podrl.cli.experiment import resolve
+    from podrl.cli.flags import resolve
 
     layout, argv = STATES[name]
     experiment = resolve(layout, argv + ["--eval-episodes", "0"])

@@ -49,6 +49,7 @@ from podrl.core.parallel import (DATA_AXIS, POPULATION_AXIS, learner_metrics, me
 from podrl.core.keys import base_key, env_keys, eval_keys, per_seed_keys, seed_keys, update_keys
 from podrl.anakin.rollout import ActingState, EpisodeTotals, reset_batch, rollout
 from podrl.core.types import Agent, Array, EnvColumns, Metrics, TrainState, env_columns
+from podrl.core.mesh import population_mesh
 
 
 class AnakinState(NamedTuple):
@@ -97,8 +98,6 @@ def two_d(mesh: Mesh) -> Mesh:
     """`mesh` as the `(POPULATION_AXIS, DATA_AXIS)` mesh (a 1-D data mesh becomes one row)."""
     if POPULATION_AXIS in mesh.axis_names:
         return mesh
-    from podrl.core.mesh import population_mesh
-
     return population_mesh(list(mesh.devices.flat), 1)
 
 

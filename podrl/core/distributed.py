@@ -21,6 +21,9 @@ import numpy as np
 
 from podrl.core import cluster_env
 from podrl.core.errors import ConfigError, require_int
+from podrl.core import shared_compiles
+import time
+from jax.experimental import multihost_utils
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,8 +107,6 @@ def initialize(config: DistributedConfig) -> None:
         jax.distributed.initialize(coordinator_address=config.coordinator, num_processes=config.num_processes,
                                    process_id=config.process_id, **options)
     if config.share_compiles:
-        from podrl.core import shared_compiles
-
         shared_compiles.enable()
     _joined = config
 
@@ -134,8 +135,6 @@ def heartbeat_timeout_s() -> int:
 
 def _check_reachable(coordinator: str, timeout_s: float) -> None:
     """Fails fast, naming the field, when no coordinator answers within `timeout_s`."""
-    import time
-
     host, port = cluster_env.split_host_port(coordinator)
     deadline = time.monotonic() + timeout_s
     while True:
@@ -170,8 +169,6 @@ def host_sum(values: np.ndarray) -> np.ndarray:
     values = np.asarray(values, np.float64)
     if jax.process_count() == 1:
         return values
-    from jax.experimental import multihost_utils
-
     gathered = np.asarray(multihost_utils.process_allgather(float64_words(values)))
     return words_float64(gathered, values.shape).sum(axis=0)
 

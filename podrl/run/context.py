@@ -13,7 +13,7 @@ Both training loops (`podrl.anakin.train`, `podrl.sebulba.train`) open a
 
 Saves run in the background (`podrl.run.checkpoint`); leaving the context waits for the last.
 With several processes a stop signal to any of them stops all after the same call
-(`podrl.run.control.stop_requests`, `podrl.run.preemption`).
+(`stop_requests`, `podrl.run.preemption`).
 
 Resuming (`config.checkpoint.resume`) continues the same run: the checkpoint's
 config is checked before anything is written or compiled (the env and the agent are
@@ -37,16 +37,25 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 from podrl.run.checkpoint_folder import complete_steps
-from podrl.run.checkpoint import ResumePoint, RunCheckpoints, find_resume_point, saved_topology
+from podrl.run.checkpoint import ResumePoint, RunCheckpoints, saved_topology
+from podrl.run.resume import find_resume_point
 from podrl.run.config import RunConfig
 from podrl.run.config_json import jsonable, resolved_config
 from podrl.core.errors import ConfigError, UserInputError
 from podrl.core.keys import eval_seed
 from podrl.run.logging import RunLogger
 from podrl.run.options import may_change_on_resume
-from podrl.run.control import SaveSchedule, stop_requests
+from podrl.run.control import SaveSchedule, StopRequests
+from podrl.run.preemption import PodStopRequests
 from podrl.core.learner_state import Placement
 from podrl.core.types import AgentConfig
+
+
+def stop_requests() -> StopRequests:
+    """This run's stop requests: `StopRequests` in a single-process run, else a `PodStopRequests` (a signal to
+    any process stops every one after the same call: `podrl.run.control`)."""
+    return StopRequests() if jax.process_count() == 1 else PodStopRequests()
+
 
 class RunContext:
     """What a training run needs besides its layout (see the module docstring).

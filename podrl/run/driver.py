@@ -53,6 +53,7 @@ from podrl.run.eval_worker import EvalWorker, snapshot
 from podrl.run.profiling import CallProfiler
 from podrl.run.context import RunContext, format_return
 from podrl.run.control import process_0s
+from podrl.run.preemption import ProcessLost, answer_timeout_s, lost_processes
 
 
 class Program(Protocol):
@@ -190,8 +191,6 @@ def _after_failure(program: Program, run: RunContext, loop: _Loop, error: BaseEx
     """Keeps the learner's work after a failed call when the program can (one process); with several
     processes, raises `ProcessLost` when the failure is a lost process (module docstring)."""
     if jax.process_count() > 1:
-        from podrl.run.preemption import ProcessLost, answer_timeout_s, lost_processes
-
         lost = lost_processes(answer_timeout_s()) if isinstance(error, Exception) else []
         if lost:
             raise ProcessLost(lost, f"after update {loop.done}", run.checkpoints.describe_last()) from error

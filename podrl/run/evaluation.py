@@ -12,6 +12,7 @@ from podrl.envs.wrappers import EpisodeStats
 from podrl.core.finite import nonfinite_flags
 from podrl.core.parallel import match_varying, vary_like
 from podrl.core.types import Agent, Array, Params, PRNGKey, reset_finished_actor_state
+import numpy as np
 
 
 class EvalResult(NamedTuple):
@@ -79,8 +80,6 @@ def evaluate_host_greedy(agent: Agent, params: Params, env, seed: int, max_steps
 
     `params` should live on the device that runs the policy.
     """
-    import numpy as np
-
     act = jax.jit(agent.act_greedy)
     timestep = env.reset(seed)
     num = env.num_envs

@@ -12,6 +12,7 @@ from podrl.run.config import RunConfig
 from podrl.run.options import MAY_CHANGE, option
 from podrl.core.errors import ConfigError, is_int, require_choice, require_int, require_number
 from podrl.core.types import AgentConfig
+import os
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,8 +139,6 @@ def check_actor_cpus(cpus: tuple[int, ...]) -> None:
     """ConfigError("actor_cpus") unless this process may run on every core of `cpus` (Linux only)."""
     if not cpus:
         return
-    import os
-
     if not hasattr(os, "sched_setaffinity"):
         raise ConfigError("actor_cpus", "pinning actor threads needs os.sched_setaffinity (Linux); leave it ()")
     allowed = os.sched_getaffinity(0)

@@ -26,6 +26,7 @@ from podrl.envs.types import EnvSpec, JaxEnv
 from podrl.testing.batches import TrajectoryMaker, sample_observations, tiny_envs
 from podrl.testing.errors import AgentCheckError
 from podrl.testing.shards import check_learner_shards, layout_update, of_shard, on_shards
+from podrl.envs.registry import make
 
 RULES = {
     "init": "init(key, env_spec) returns a TrainState whose update_step is an int32 []",
@@ -102,8 +103,6 @@ def _env(env: Any) -> tuple[EnvSpec, JaxEnv | None]:
     if isinstance(env, EnvSpec):
         return env, None
     if isinstance(env, str):
-        from podrl.envs.registry import make
-
         env = make(env)
     return EnvSpec(env.observation_spec(), env.action_spec()), env
 

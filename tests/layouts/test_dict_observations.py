@@ -16,7 +16,7 @@ from podrl.agents.dqn import DQNConfig
 from podrl.agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.cli.policy import evaluate_checkpoint
+from podrl.cli.evaluate import evaluate_checkpoint
 from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from test_checkpoint import leaves, logs

@@ -17,7 +17,8 @@ from podrl.agents.pqn import PQNConfig
 from podrl.agents.ppo import PPOConfig
 from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.anakin import train_anakin
-from podrl.run.checkpoint import Checkpointer, resume_dir
+from podrl.run.checkpoint import Checkpointer
+from podrl.run.checkpoint_folder import resume_dir
 from podrl.anakin.config import AnakinConfig
 from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.core.errors import ConfigError

@@ -13,7 +13,7 @@ from podrl.cli.experiment import Experiment
 from podrl.cli.flags import BOXES, nested_configs, run_boxes
 from podrl.core.errors import ConfigError
 from podrl.envs.schemes import help_text
-from podrl.run.checkpoint import check_resumable, config_differences
+from podrl.run.resume import check_resumable, config_differences
 from podrl.run.config import CheckpointConfig, LoggingConfig, RunConfig
 from podrl.run.config_json import resolved_config
 from podrl.run.options import MAY_CHANGE, MUST_MATCH, help_of, may_change_on_resume, option, option_of
