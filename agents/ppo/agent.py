@@ -20,7 +20,7 @@ from podrl.agents.actor_critic import (
     Parts, actor_critic_agent, finish_update, for_member, sgd_step, shuffled_epoch,
 )
 from podrl.agents.cores import is_recurrent
-from podrl.agents.optimizers import make_optimizer
+from podrl.agents.optimizers import moved_here
 from podrl.agents.ppo.config import PPOConfig
 from podrl.agents.ppo.losses import PPOBatch, make_loss_fn
 from podrl.agents.returns import batched_gae, learner_rewards
@@ -30,7 +30,8 @@ from podrl.core.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
 
-__all__ = ["make_agent", "make_optimizer"]  # make_optimizer: re-exported from `podrl.agents.optimizers`
+__all__ = ["make_agent"]
+__getattr__ = moved_here(__name__, {"make_optimizer": "make_optimizer"})
 
 
 def make_agent(config: PPOConfig, env_spec: EnvSpec, total_updates: int) -> Agent:

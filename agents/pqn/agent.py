@@ -28,7 +28,7 @@ from podrl.core.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array
 
-__all__ = ["make_agent", "make_optimizer", "q_lambda_batch"]  # make_optimizer: from `podrl.agents.optimizers`
+__all__ = ["make_agent", "q_lambda_batch"]
 
 
 def make_agent(config: PQNConfig, env_spec: EnvSpec, total_updates: int) -> Agent:

@@ -32,7 +32,7 @@ class AnakinResult(NamedTuple):
     steps_per_second: float  # env steps per second over all seeds, training calls only
     run_dir: str | None
     checkpoint_dir: str | None = None
-    stopped_by: str | None = None  # "SIGTERM", "SIGINT", "stop_at_return", "stop_after_updates", or None (ran to the end)
+    stopped_by: str | None = None  # one of podrl.run.outcome.STOPPED_BY, or None (ran to its total)
 
 
 def train_anakin(config: AnakinConfig, agent_config: AgentConfig, env: JaxEnv | None = None,

@@ -2,10 +2,9 @@
 
 An `Experiment` is what a training run is given: the layout's run config, the agent
 config, the multi-process settings, the preset it started from and the CPU device
-split. Its string fields are parsed once, when it is built, into typed values
-(`env_options`, `sweep_axes`, `lag`): a malformed one is a `ConfigError` naming the
-field before anything compiles (the env name is the layout's to resolve, through
-`podrl.envs.schemes`).
+split. The run config's string fields are parsed when it is built (its `__post_init__`): a
+malformed one is a `ConfigError` naming the field before anything compiles (the env name is the
+layout's to resolve, through `podrl.envs.schemes`).
 
     experiment = podrl.cli.flags.resolve("anakin", ["--preset", "minatar-ppo", "--num-envs", "32"])
     experiment.run.num_envs, experiment.agent.learning_rate   # 32, the preset's 5e-4
@@ -72,7 +71,6 @@ class Experiment:
             raise ConfigError("run", f"must be a layout's run config, got {type(self.run).__name__}")
         if self.cpu_devices is not None and (not isinstance(self.cpu_devices, int) or self.cpu_devices < 1):
             raise ConfigError("cpu_devices", f"must be a positive integer, got {self.cpu_devices!r}")
-        _ = self.env_options, self.sweep_axes, self.lag  # parsed once, here
 
     @property
     def layout(self) -> str:
@@ -82,16 +80,6 @@ class Experiment:
     def env_options(self) -> Mapping[str, Any]:
         """Sebulba's `env_kwargs` as the host env factory's keyword arguments ({} for Anakin)."""
         return dict(getattr(self.run, "env_options", {}))
-
-    @functools.cached_property
-    def sweep_axes(self) -> tuple:
-        """Anakin's `sweep` as `podrl.core.population.SweepAxis` values (() for Sebulba)."""
-        return tuple(getattr(self.run, "sweep_axes", ()))
-
-    @functools.cached_property
-    def lag(self) -> int | None:
-        """Sebulba's fixed policy lag (None: async); 0 for Anakin (always synchronous)."""
-        return getattr(self.run, "fixed_lag", 0)
 
 
 def default_experiment(layout: str) -> Experiment:

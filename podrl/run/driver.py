@@ -140,7 +140,7 @@ class Driven(NamedTuple):
     eval_return: Any  # the last evaluation's greedy return, or None
     compile_seconds: float
     steps_per_second: float  # env steps per second of training calls (evaluation and compile excluded)
-    stopped_by: str | None  # "SIGTERM", "SIGINT", "stop_at_return", "stop_after_updates", or None
+    stopped_by: str | None  # one of podrl.run.outcome.STOPPED_BY, or None (ran to its total)
     updates: int  # the updates done when it ended (the run's total, or fewer when stopped early)
 
 

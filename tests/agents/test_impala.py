@@ -12,7 +12,8 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from podrl.agents.impala import ImpalaConfig, make_loss_fn
-from podrl.agents.impala.agent import _minibatches, make_optimizer
+from podrl.agents.impala.agent import _minibatches
+from podrl.agents.optimizers import make_optimizer
 from podrl.agents.networks import ActorCritic, action_distribution, make_network
 from podrl.envs.types import EnvSpec
 from podrl.anakin import train_anakin

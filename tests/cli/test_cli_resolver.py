@@ -159,7 +159,7 @@ def test_an_experiment_parses_its_strings_once():
     run = SebulbaConfig(env="ale:Pong", env_kwargs=("protocol=dqn", "full_action_space=True"), lag="1")
     assert run.env_options is run.env_options and run.env_options == {"protocol": "dqn", "full_action_space": True}
     experiment = default_experiment("sebulba")
-    assert experiment.lag == 0 and split(experiment.run.env) == (None, "CartPole-v1")  # the env name: schemes' table
+    assert experiment.env_options == {} and split(experiment.run.env) == (None, "CartPole-v1")  # schemes' table
     assert split("dm_env:my_pkg.envs:make") == (SCHEMES["dm_env"], "my_pkg.envs:make")
     assert split("my_envs:Chain") == (None, "my_envs:Chain") and split("ale:Pong")[0] is SCHEMES["ale"]
     anakin = AnakinConfig(population=2, sweep=("agent.entropy_coef=0.0,0.01",))

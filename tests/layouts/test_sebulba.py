@@ -26,7 +26,7 @@ from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError, NonFiniteError
 from podrl.core.parallel import mean_across_learners
 from podrl.sebulba import SebulbaConfig, train_sebulba
-from podrl.sebulba.train import JOIN_GRACE_S
+from podrl.sebulba.rollout import JOIN_GRACE_S
 from test_continuous import REACH, REACH_SEBULBA_STEPS, REACH_TD3, REACH_THRESHOLDS, SMALL as CONTINUOUS_SMALL
 
 QUIET = LoggingConfig(run_dir=None, console=False)

@@ -37,7 +37,7 @@ from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.core.distributed import DistributedConfig
 from podrl.core.errors import ConfigError, NonFiniteError
 from podrl.sebulba import SebulbaConfig, train_sebulba
-from podrl.sebulba.train import JOIN_GRACE_S
+from podrl.sebulba.rollout import JOIN_GRACE_S
 from faulty_envs import NaNAfter
 from untrained import sebulba_initial_params
 
