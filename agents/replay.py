@@ -29,9 +29,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from podrl.envs import observations
 from podrl.envs.types import EnvSpec
+
 from podrl.core.types import Trajectory
 
 Array = jax.Array

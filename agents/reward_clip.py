@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from podrl.agents.config_base import CheckedConfig
+
 from podrl.core.errors import require_number
 
 

@@ -29,7 +29,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-
 from podrl.envs.varying import vary_over, varying_axes
 
 Array = jax.Array

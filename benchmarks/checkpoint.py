@@ -45,8 +45,22 @@ import threading
 import time
 from typing import Any
 
-from benchmarks.harness import (ROOT, child_env, configure_cpu_devices, dispatch, emit_result, finish, fmt, interleave,
-                                load_note, loads_of, median_of, new_parser, run_child, table)
+from benchmarks.harness import (
+    ROOT,
+    child_env,
+    configure_cpu_devices,
+    dispatch,
+    emit_result,
+    finish,
+    fmt,
+    interleave,
+    load_note,
+    loads_of,
+    median_of,
+    new_parser,
+    run_child,
+    table,
+)
 
 MODULE = "benchmarks.checkpoint"
 STATES = {

@@ -30,8 +30,21 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.anakin import Measurement, agent_config, measure_training
-from benchmarks.harness import (configure_cpu_devices, dispatch, emit_result, finish, fmt, interleave, load_note,
-                                loads_of, median_of, new_parser, run_child, spread_of, table)
+from benchmarks.harness import (
+    configure_cpu_devices,
+    dispatch,
+    emit_result,
+    finish,
+    fmt,
+    interleave,
+    load_note,
+    loads_of,
+    median_of,
+    new_parser,
+    run_child,
+    spread_of,
+    table,
+)
 
 MODULE = "benchmarks.mesh_floor"
 NUM_ENVS, ROLLOUT = 4, 128
@@ -40,7 +53,6 @@ SIZES = (1, None, 100_000)  # None: the PPO params' size
 
 def ppo_param_count() -> int:
     import jax
-
     from podrl.agents.ppo.config import PPOConfig
     from podrl.envs.registry import make
     from podrl.envs.types import env_spec
@@ -54,7 +66,8 @@ def measure_latency(devices: int, sizes: list[int], iterations: int) -> dict[str
     """Microseconds per `pmean` step (a scan of `iterations`) for each size, on `devices` devices."""
     import jax
     import jax.numpy as jnp
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     mesh = jax.make_mesh((devices,), ("d",), devices=jax.devices()[:devices])
     out = {}

@@ -40,8 +40,22 @@ import sys
 from typing import Any
 
 from benchmarks.anakin import Measurement, measure_training
-from benchmarks.harness import (configure_cpu_devices, dispatch, emit_result, finish, fmt, interleave_sides, load_note,
-                                loads_of, new_parser, ratio, run_child, side_summary, spread_of, table)
+from benchmarks.harness import (
+    configure_cpu_devices,
+    dispatch,
+    emit_result,
+    finish,
+    fmt,
+    interleave_sides,
+    load_note,
+    loads_of,
+    new_parser,
+    ratio,
+    run_child,
+    side_summary,
+    spread_of,
+    table,
+)
 from benchmarks.peers.registry import REJAX, add_peer_flags, compare_envs, peer_python, run_driver, setup_peers
 
 MODULE = "benchmarks.peer_ppo"
@@ -100,7 +114,6 @@ def podrl_cartpole_steps(states: list[list[float]], actions: list[int]) -> list[
     """podrl's CartPole observation after one step from each state with each action."""
     import jax
     import jax.numpy as jnp
-
     from podrl.envs.cartpole import CartPole, CartPoleState
 
     env = CartPole()

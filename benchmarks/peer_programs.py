@@ -48,8 +48,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import (dispatch, emit_result, finish, fmt, interleave_sides, load_note, loads_of, median_of,
-                                new_parser, ok_runs, ratio, run_child, side_summary, spread_of, table)
+from benchmarks.harness import (
+    dispatch,
+    emit_result,
+    finish,
+    fmt,
+    interleave_sides,
+    load_note,
+    loads_of,
+    median_of,
+    new_parser,
+    ok_runs,
+    ratio,
+    run_child,
+    side_summary,
+    spread_of,
+    table,
+)
 from benchmarks.peers.registry import PEERS, add_peer_flags, run_driver, run_peer, setup_peers
 
 MODULE = "benchmarks.peer_programs"

@@ -20,7 +20,8 @@ import dataclasses
 from typing import Any
 
 from benchmarks.harness import configure_cpu_devices
-from benchmarks.sebulba_measure import Measurement, measure_ceiling as ceiling
+from benchmarks.sebulba_measure import Measurement
+from benchmarks.sebulba_measure import measure_ceiling as ceiling
 
 SEBULBA_DEVICES = 2
 
@@ -102,6 +103,7 @@ def measure_minatar_ppo(spec: dict[str, Any]) -> dict[str, Any]:
 def minatar_pqn(spec: dict[str, Any]):
     """(AnakinConfig, PQNConfig) with purejaxql's pqn_minatar.yaml values."""
     from podrl.agents.pqn import PQNConfig
+
     from podrl.anakin.config import AnakinConfig
 
     run = quiet(AnakinConfig(env=spec["env"], num_envs=128, rollout_length=32, total_steps=spec["total_steps"],
@@ -119,6 +121,7 @@ def stoix_ff_mz(spec: dict[str, Any]):
     supports, a buffer of 390 steps per env, 16 warm-up steps per env, no target network (tau 1), value
     targets bootstrapped from the stored search values and the recurrent world model (GRU dynamics) as Stoix's."""
     from podrl.agents.muzero import MuZeroConfig
+
     from podrl.anakin.config import AnakinConfig
 
     num_envs, rollout = spec.get("num_envs", 64), 8
@@ -152,7 +155,8 @@ def anakin_curve(run, agent) -> dict[str, Any]:
         train = record.get("episode_return")
         curve.append({"env_steps": int(record["step"]), "train_seconds": seconds,
                       "train_return": None if train is None else float(np.mean(train)),
-                      "eval_return": None if record.get("eval_return") is None else float(np.mean(record["eval_return"]))})
+                      "eval_return": None if record.get("eval_return") is None
+                      else float(np.mean(record["eval_return"]))})
     final = result.final_eval_return
     return {"steps_per_second": curve[-1]["env_steps"] / seconds, "compile_seconds": float(result.compile_seconds),
             "final_return": None if final is None else float(np.mean(final)), "curve": curve}

@@ -38,8 +38,23 @@ import statistics
 import sys
 from typing import Any
 
-from benchmarks.harness import (configure_cpu_devices, dispatch, emit_result, finish, fmt, interleave_sides, load_note,
-                                loads_of, new_parser, ok_runs, ratio, run_child, side_summary, spread_of, table)
+from benchmarks.harness import (
+    configure_cpu_devices,
+    dispatch,
+    emit_result,
+    finish,
+    fmt,
+    interleave_sides,
+    load_note,
+    loads_of,
+    new_parser,
+    ok_runs,
+    ratio,
+    run_child,
+    side_summary,
+    spread_of,
+    table,
+)
 from benchmarks.peers.registry import REJAX, add_peer_flags, compare_envs, peer_python, run_driver, setup_peers
 
 MODULE = "benchmarks.peer_sac"
@@ -93,6 +108,7 @@ def measure_podrl(s: Shared) -> dict[str, Any]:
     """Trains podrl's Anakin SAC with `s` (1 device, rollout 1); steps/s of the training calls,
     compile, the evaluation curve."""
     from podrl.agents.sac import SACConfig
+
     from podrl.anakin import train_anakin
     from podrl.anakin.config import AnakinConfig
     from podrl.run.config import LoggingConfig
@@ -117,7 +133,6 @@ def podrl_pendulum_steps(states: list[list[float]], actions: list[float]) -> dic
     """podrl's Pendulum observation and reward after one step from each state with each torque."""
     import jax
     import jax.numpy as jnp
-
     from podrl.envs.pendulum import Pendulum, PendulumState
 
     s = jnp.asarray(states, jnp.float32)

@@ -23,8 +23,18 @@ import json
 import sys
 from typing import Any
 
-from benchmarks.harness import (configure_cpu_devices, dispatch, emit_result, finish, fmt, load_note, loads_of,
-                                new_parser, run_child, table)
+from benchmarks.harness import (
+    configure_cpu_devices,
+    dispatch,
+    emit_result,
+    finish,
+    fmt,
+    load_note,
+    loads_of,
+    new_parser,
+    run_child,
+    table,
+)
 
 ENV_NAME = "Pendulum-v1"
 
@@ -43,6 +53,7 @@ def child_main(spec_text: str) -> int:
     configure_cpu_devices(spec["devices"])
     import podrl.envs
     from podrl.agents import replay
+
     from podrl.anakin import train_anakin
     from podrl.anakin.config import AnakinConfig
     from podrl.run.config import LoggingConfig

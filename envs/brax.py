@@ -37,9 +37,8 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
-
-from podrl.envs.gymnax import parse_name
 from podrl.envs.errors import UnknownEnvError
+from podrl.envs.gymnax import parse_name
 from podrl.envs.types import LAST, ActionSpec, Array, ObservationSpec, PRNGKey, TimeStep, restart, transition
 from podrl.envs.wrappers import TimeLimit
 
@@ -130,7 +129,8 @@ def _build(name: str, overrides: dict[str, Any]) -> tuple[Any, int]:
     try:
         env = brax_envs.get_environment(env_id, backend=backend, **kwargs)
     except TypeError as e:  # an unknown constructor keyword
-        raise UnknownEnvError(f"env {name!r}: brax's {env_id} does not take these options {sorted(kwargs)} ({e})") from e
+        raise UnknownEnvError(f"env {name!r}: brax's {env_id} does not take these options {sorted(kwargs)} "
+                              f"({e})") from e
     return env, length
 
 

@@ -55,7 +55,6 @@ from typing import Any, Callable, NamedTuple
 import jax
 import numpy as np
 from dm_env import specs
-
 from podrl.envs.errors import UnknownEnvError
 from podrl.envs.types import ActionSpec, Array, EnvState, ObservationSpec, PRNGKey, TimeStep, restart, transition
 from podrl.envs.wrappers import TimeLimit
@@ -189,7 +188,8 @@ def _build(name: str, overrides: dict[str, Any]) -> tuple[Suite, Any, Any]:
     if env_id not in ids:
         close = difflib.get_close_matches(env_id, ids, n=3)
         hint = f"did you mean {close}? " if close else ""
-        raise UnknownEnvError(f"unknown env {name!r}: {env_id!r} is not a {prefix} env; {hint}{prefix} ids: {sorted(ids)}")
+        raise UnknownEnvError(f"unknown env {name!r}: {env_id!r} is not a {prefix} env; "
+                              f"{hint}{prefix} ids: {sorted(ids)}")
     env = suite.build(module, env_id)
     params = override_params(env.default_params, {**from_name, **overrides}, name)
     return suite, env, params

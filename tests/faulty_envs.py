@@ -4,7 +4,6 @@ when `tests/` is on PYTHONPATH)."""
 from __future__ import annotations
 
 import jax.numpy as jnp
-
 import podrl.envs
 
 

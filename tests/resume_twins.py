@@ -14,9 +14,8 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
-from dm_env import specs
-
 import podrl.envs
+from dm_env import specs
 
 
 class ConstantBandit:

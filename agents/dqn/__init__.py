@@ -9,9 +9,9 @@ adds its shard's rollout and replays `replay_ratio` gradient steps per env step.
 """
 
 from podrl.agents.dqn.agent import DQNLearnerState, make_agent
-from podrl.agents.optimizers import moved_here
 from podrl.agents.dqn.config import DQNConfig
 from podrl.agents.dqn.losses import make_loss_fn, q_learning_target
+from podrl.agents.optimizers import moved_here
 
 __all__ = ["DQNConfig", "DQNLearnerState", "make_agent", "make_loss_fn", "q_learning_target"]
 

@@ -18,10 +18,13 @@ import math
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from podrl.agents.config_base import (
-    AgentConfigBase, OptimizerChoiceConfig, check_sequence_minibatches,
+    AgentConfigBase,
+    OptimizerChoiceConfig,
+    check_sequence_minibatches,
 )
 from podrl.agents.config_checks import NetworkConfig
 from podrl.agents.reward_clip import RewardClipConfig
+
 from podrl.core.errors import require_choice, require_int, require_number
 
 if TYPE_CHECKING:

@@ -3,7 +3,8 @@
 `update` runs on one learner shard inside the layout's `shard_map`; it reduces
 across shards only through `podrl.core.parallel`: `learner_value_and_grad` averages
 gradients once per minibatch; the metrics it returns are this shard's, which the
-layout averages (`podrl.core.parallel.learner_metrics`). Acting, init and the SGD step are `podrl.agents.actor_critic`'s.
+layout averages (`podrl.core.parallel.learner_metrics`). Acting, init and the SGD step are
+`podrl.agents.actor_critic`'s.
 
 With a recurrent core (`config.core`) the batch stays time-major: minibatches are whole
 env columns `[T, B / m]`, and the loss re-unrolls the core over each (`podrl.agents.unroll`);
@@ -15,9 +16,13 @@ from __future__ import annotations
 import functools
 
 import jax
-
 from podrl.agents.actor_critic import (
-    Parts, actor_critic_agent, finish_update, for_member, sgd_step, shuffled_epoch,
+    Parts,
+    actor_critic_agent,
+    finish_update,
+    for_member,
+    sgd_step,
+    shuffled_epoch,
 )
 from podrl.agents.cores import is_recurrent
 from podrl.agents.optimizers import moved_here
@@ -26,6 +31,7 @@ from podrl.agents.ppo.losses import PPOBatch, make_loss_fn
 from podrl.agents.returns import batched_gae, learner_rewards
 from podrl.agents.unroll import env_minibatches, next_values
 from podrl.envs.types import EnvSpec
+
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory
 
 Array = jax.Array

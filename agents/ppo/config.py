@@ -12,10 +12,15 @@ import math
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from podrl.agents.config_base import (
-    AdamConfig, AgentConfigBase, EpochsConfig, ObsNormConfig, check_sequence_minibatches,
+    AdamConfig,
+    AgentConfigBase,
+    EpochsConfig,
+    ObsNormConfig,
+    check_sequence_minibatches,
 )
 from podrl.agents.config_checks import NetworkConfig
 from podrl.agents.reward_clip import RewardClipConfig
+
 from podrl.core.errors import require_bool, require_number
 
 if TYPE_CHECKING:

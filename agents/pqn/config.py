@@ -18,6 +18,7 @@ from typing import ClassVar
 from podrl.agents.config_base import AdamConfig, AgentConfigBase, EpochsConfig
 from podrl.agents.config_checks import EpsilonConfig, QNetworkConfig
 from podrl.agents.reward_clip import RewardClipConfig
+
 from podrl.core.errors import require_number
 
 
@@ -29,7 +30,8 @@ class PQNConfig(AgentConfigBase, RewardClipConfig, EpsilonConfig, QNetworkConfig
     several epochs of minibatch SGD per rollout, like PPO."""
 
     layer_norm: bool = True
-    """LayerNorm after each hidden dense layer (before the activation) of the torso; PQN's stabiliser (paper section 4)."""
+    """LayerNorm after each hidden dense layer (before the activation) of the torso; PQN's stabiliser (paper section
+    4)."""
     gamma: float = 0.99
     """Discount factor, in [0, 1]."""
     q_lambda: float = 0.65

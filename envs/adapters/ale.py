@@ -16,18 +16,18 @@ follows (`env.protocol.describe()`).
 
 from __future__ import annotations
 
+import importlib.util
 import re
+from functools import partial
 from types import ModuleType
 from typing import Any
 
+import gymnasium
+from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 from podrl.envs.adapters.atari import AtariProtocol, ale_vector_kwargs, atari_protocol, gymnasium_fallback_kwargs
 from podrl.envs.adapters.gymnasium import GymnasiumVectorEnv
 from podrl.envs.adapters.optional import MissingExtraError, import_optional
 from podrl.envs.errors import UnknownEnvError
-import gymnasium
-from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
-import importlib.util
-from functools import partial
 
 
 def import_ale() -> ModuleType:

@@ -53,7 +53,6 @@ import dataclasses
 from typing import Any
 
 import numpy as np
-
 from podrl.envs.errors import ConfigError
 
 FIELD = "env_kwargs"

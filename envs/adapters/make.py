@@ -21,19 +21,25 @@ from typing import Any, Callable
 import dm_env
 import gymnasium
 from gymnasium.vector import VectorEnv
-
 from podrl.envs import schemes
+from podrl.envs.adapters.ale import import_ale, make_ale_env
 from podrl.envs.adapters.dm_env import DmEnvVectorEnv
+from podrl.envs.adapters.dmc import make_dmc_env
+from podrl.envs.adapters.envpool import EnvpoolVectorEnv
 from podrl.envs.adapters.gymnasium import GymnasiumVectorEnv
 from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.envs.host import HostVectorEnv
-from podrl.envs.registry import (ImportPathError, UnknownEnvError, check_name, close_names, import_path,
-                                 import_user_module, make, registered)
+from podrl.envs.registry import (
+    ImportPathError,
+    UnknownEnvError,
+    check_name,
+    close_names,
+    import_path,
+    import_user_module,
+    make,
+    registered,
+)
 from podrl.envs.types import JaxEnv
-from podrl.envs.adapters.ale import import_ale
-from podrl.envs.adapters.dmc import make_dmc_env
-from podrl.envs.adapters.ale import make_ale_env
-from podrl.envs.adapters.envpool import EnvpoolVectorEnv
 
 FORMS = schemes.expected("sebulba")
 """The names `make_host_env` takes, as its errors list them."""

@@ -24,11 +24,10 @@ import jax
 import numpy as np
 from dm_env import specs
 from gymnasium import spaces
-
 from podrl.envs import observations
+from podrl.envs.errors import UserInputError
 from podrl.envs.host import EXTRAS_KEYS, HostVectorEnv
 from podrl.envs.types import FIRST, LAST, MID, ActionSpec, ObservationSpec, TimeStep
-from podrl.envs.errors import UserInputError
 
 
 class UnsupportedSpaceError(UserInputError, TypeError):
@@ -47,7 +46,8 @@ class EnvSpecMismatchError(UserInputError, ValueError):
 
     def __init__(self, env_name: str, method: str, field: str, expected: Any, got: Any, fix: str = ""):
         self.method, self.field, self.expected, self.got = method, field, expected, got
-        super().__init__(f"{env_name}.{method}(): {field}: expected {expected}, got {got}" + (f"; {fix}" if fix else ""))
+        super().__init__(f"{env_name}.{method}(): {field}: expected {expected}, got {got}"
+                         + (f"; {fix}" if fix else ""))
 
 
 # ---------------------------------------------------------------- spec conversion

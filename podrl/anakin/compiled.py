@@ -36,20 +36,27 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec as P
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 
+from podrl.anakin.config import AnakinConfig
+from podrl.anakin.rollout import ActingState, EpisodeTotals, reset_batch, rollout
+from podrl.core.finite import InputCounts, add_counts, count_nonfinite
+from podrl.core.keys import base_key, env_keys, eval_keys, per_seed_keys, seed_keys, update_keys
+from podrl.core.learner_state import shard_global, shard_local, train_state_spec
+from podrl.core.mesh import population_mesh
+from podrl.core.parallel import (
+    DATA_AXIS,
+    POPULATION_AXIS,
+    learner_metrics,
+    mean_across_learners,
+    sum_across_learners,
+    vary_like,
+)
+from podrl.core.types import Agent, Array, EnvColumns, Metrics, TrainState, env_columns
 from podrl.envs.types import JaxEnv
 from podrl.envs.wrappers import wrap_for_training
-from podrl.anakin.config import AnakinConfig
 from podrl.run.evaluation import evaluate_greedy
-from podrl.core.finite import InputCounts, add_counts, count_nonfinite
-from podrl.core.learner_state import shard_global, shard_local, train_state_spec
-from podrl.core.parallel import (DATA_AXIS, POPULATION_AXIS, learner_metrics, mean_across_learners,
-                                 sum_across_learners, vary_like)
-from podrl.core.keys import base_key, env_keys, eval_keys, per_seed_keys, seed_keys, update_keys
-from podrl.anakin.rollout import ActingState, EpisodeTotals, reset_batch, rollout
-from podrl.core.types import Agent, Array, EnvColumns, Metrics, TrainState, env_columns
-from podrl.core.mesh import population_mesh
 
 
 class AnakinState(NamedTuple):
@@ -221,7 +228,8 @@ class AnakinCompiled:
             acc = acc._replace(hyperparams=state.train_state.hyperparams)
             return state._replace(train_state=shard_global(state.train_state)), acc
 
-        if self.members_per_row == 1:  # no vmap: the rollout's reset cond stays a cond (`podrl.envs.wrappers.batch_step`)
+        # no vmap: the rollout's reset cond stays a cond (`podrl.envs.wrappers.batch_step`)
+        if self.members_per_row == 1:
             state, acc = jax.tree.map(lambda x: x[None], one_seed(jax.tree.map(lambda x: x[0], state)))
         else:
             state, acc = jax.vmap(one_seed)(state)
@@ -278,7 +286,8 @@ class AnakinCompiled:
             raise RuntimeError("compile() first")
         return self._compiled_call.as_text()
 
-    def train_call(self, state: AnakinState, first_update: int, limit: int | None = None) -> tuple[AnakinState, CallMetrics]:
+    def train_call(self, state: AnakinState, first_update: int,
+                   limit: int | None = None) -> tuple[AnakinState, CallMetrics]:
         """Runs updates `first_update .. first_update + updates_per_call`, none at or past
         `limit` (default: the run's total)."""
         call = self._compiled_call or self._call

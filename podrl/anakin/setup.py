@@ -26,13 +26,12 @@ import jax
 from podrl.anakin.compiled import AnakinCompiled
 from podrl.anakin.config import AnakinConfig
 from podrl.core.learner_state import check_shard_state_fits
+from podrl.core.mesh import mesh_devices, population_mesh
 from podrl.core.population import member_values, sweepable
 from podrl.core.types import AgentConfig
-from podrl.envs.types import JaxEnv
-from podrl.testing.shards import check_before_run
-from podrl.core.mesh import mesh_devices, population_mesh
 from podrl.envs.registry import make
-from podrl.envs.types import env_spec
+from podrl.envs.types import JaxEnv, env_spec
+from podrl.testing.shards import check_before_run
 
 
 class AnakinSetup(NamedTuple):

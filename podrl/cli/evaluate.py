@@ -36,8 +36,16 @@ import numpy as np
 import tyro
 
 from podrl.cli.flags import DEBUG_HELP
-from podrl.cli.policy import (PolicyError, check_spec, experiment_of, load_policy, open_checkpoint, resolve_env,
-                              run_episodes, trained_spec)
+from podrl.cli.policy import (
+    PolicyError,
+    check_spec,
+    experiment_of,
+    load_policy,
+    open_checkpoint,
+    resolve_env,
+    run_episodes,
+    trained_spec,
+)
 from podrl.cli.train import debug_requested
 from podrl.cli.video import try_video
 

@@ -27,14 +27,14 @@ import functools
 import importlib
 from typing import Any, Mapping
 
-from podrl.run.config import RunConfig
-from podrl.run.options import option
+from podrl.cli import presets
 from podrl.core.distributed import DistributedConfig
 from podrl.core.errors import ConfigError
 from podrl.core.types import AgentConfig
-from podrl.cli import presets
-from podrl.run.config_json import config_from_json
 from podrl.run.checkpoint_folder import resume_dir
+from podrl.run.config import RunConfig
+from podrl.run.config_json import config_from_json
+from podrl.run.options import option
 
 LAYOUTS = {"anakin": ("podrl.anakin.config", "AnakinConfig"), "sebulba": ("podrl.sebulba.config", "SebulbaConfig")}
 """Each layout's run config, imported when asked for."""
@@ -63,7 +63,8 @@ class Experiment:
     cpu_devices: int | None = option(None, help={
         "anakin": "On CPU, split the host into this many JAX devices (a fake mesh; same as "
                   "XLA_FLAGS=--xla_force_host_platform_device_count=N).",
-        "sebulba": "On CPU, split the host into this many JAX devices (actors on --actor-devices, learners on the rest)."})
+        "sebulba": "On CPU, split the host into this many JAX devices (actors on --actor-devices, learners on the "
+                   "rest)."})
     """On CPU, split the host into this many JAX devices (a fake mesh)."""
 
     def __post_init__(self):

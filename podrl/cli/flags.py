@@ -30,10 +30,16 @@ from typing import Annotated, Any, Literal, Sequence, Union
 import tyro
 
 from podrl.cli import presets
+from podrl.cli.experiment import (
+    Experiment,
+    agent_name,
+    default_experiment,
+    layout_config,
+    preset_experiment,
+    resume_experiment,
+)
 from podrl.core.distributed import DistributedConfig
 from podrl.core.errors import ConfigError
-from podrl.cli.experiment import (Experiment, agent_name, default_experiment, layout_config, preset_experiment,
-                                  resume_experiment)
 from podrl.run.options import help_of, option_of
 
 BOXES = ("run", "env", "evaluation", "population")

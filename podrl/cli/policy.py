@@ -18,17 +18,17 @@ import os
 import sys
 from typing import Any
 
-import numpy as np
-from podrl.core.errors import ConfigError
-from podrl.cli.experiment import saved_experiment
-from podrl.cli.experiment import saved_agent
-import podrl.envs
-from podrl.envs.types import EnvSpec
-from podrl.envs.registry import UnknownEnvError
-from podrl.envs.observations import describe as describe_observation
 import jax
-from podrl.run.evaluation import evaluate_greedy, evaluate_host_greedy
+import numpy as np
+
+import podrl.envs
+from podrl.cli.experiment import saved_agent, saved_experiment
+from podrl.core.errors import ConfigError
+from podrl.envs.observations import describe as describe_observation
+from podrl.envs.registry import UnknownEnvError
+from podrl.envs.types import EnvSpec
 from podrl.run.checkpoint_folder import resume_dir
+from podrl.run.evaluation import evaluate_greedy, evaluate_host_greedy
 
 
 class PolicyError(Exception):

@@ -35,15 +35,16 @@ import traceback
 import typing
 from typing import Any, Callable, Sequence
 
-from podrl.core.errors import UserInputError
-from podrl.run.outcome import USER_ERROR_EXIT_CODE
+import jax
+
 from podrl.cli.experiment import Experiment
 from podrl.cli.flags import resolve
 from podrl.core.distributed import DistributedConfig, initialize
+from podrl.core.errors import UserInputError
 from podrl.run.compile_cache import enable
+from podrl.run.outcome import USER_ERROR_EXIT_CODE
 from podrl.run.preemption import LOST_EXIT_CODE, ProcessLost
 from podrl.run.watchdog import StageTimeout, exit_now
-import jax
 
 
 def debug_requested(argv: Sequence[str]) -> tuple[bool, list[str]]:

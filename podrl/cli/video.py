@@ -7,16 +7,16 @@ gymnasium's version.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Any, Callable
 
+import gymnasium
+import jax
 import numpy as np
 
 from podrl.cli.policy import EvalEnv, PolicyError, describe_error
 from podrl.envs.schemes import SCHEMES, split
-import jax
-import importlib.util
-import gymnasium
 
 
 def gymnasium_id(name: str) -> str | None:

@@ -15,15 +15,14 @@ import dataclasses
 import inspect
 import socket
 import sys
+import time
 
 import jax
 import numpy as np
-
-from podrl.core import cluster_env
-from podrl.core.errors import ConfigError, require_int
-from podrl.core import shared_compiles
-import time
 from jax.experimental import multihost_utils
+
+from podrl.core import cluster_env, shared_compiles
+from podrl.core.errors import ConfigError, require_int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,7 +30,8 @@ class DistributedConfig:
     """How this process joins a multi-process run."""
 
     coordinator: str | None = None
-    """host:port of process 0's coordinator service (e.g. 127.0.0.1:12355); None = single process unless distributed_auto."""
+    """host:port of process 0's coordinator service (e.g. 127.0.0.1:12355); None = single process unless
+    distributed_auto."""
     num_processes: int | None = None
     """Number of processes (hosts) in the run."""
     process_id: int | None = None
@@ -41,13 +41,18 @@ class DistributedConfig:
     init_timeout_s: int = 60
     """Seconds to wait for every process to reach the coordinator before failing."""
     heartbeat_timeout_s: int = 100
-    """Seconds without a heartbeat after which JAX's coordination service declares a process lost and ends the others (bounds how long a vanished host stalls the run)."""
+    """Seconds without a heartbeat after which JAX's coordination service declares a process lost and ends the others
+    (bounds how long a vanished host stalls the run)."""
     share_compiles: bool = False
-    """Compile each program that spans processes once, on process 0; the others load its binary through the coordinator (needs the compilation cache on; machines of one kind only: the binary is built for process 0's; `podrl launch` turns it on)."""
+    """Compile each program that spans processes once, on process 0; the others load its binary through the coordinator
+    (needs the compilation cache on; machines of one kind only: the binary is built for process 0's; `podrl launch`
+    turns it on)."""
     local_device_ids: str = "auto"
-    """The GPUs this process owns: auto (every GPU it sees, unless several processes of a Slurm/MPI run share its host: then JAX's one GPU per local rank), all, jax (JAX's choice), or ids like 0,1,2,3."""
+    """The GPUs this process owns: auto (every GPU it sees, unless several processes of a Slurm/MPI run share its host:
+    then JAX's one GPU per local rank), all, jax (JAX's choice), or ids like 0,1,2,3."""
     coordinator_bind_address: str | None = None
-    """host:port process 0's coordinator service listens on; None = the coordinator's address when it is a loopback one, else every interface (JAX's default)."""
+    """host:port process 0's coordinator service listens on; None = the coordinator's address when it is a loopback one,
+    else every interface (JAX's default)."""
 
     def __post_init__(self):
         require_int(self, "init_timeout_s")

@@ -5,7 +5,8 @@
 
 For every `--env` (default: the preset's own), an Anakin preset trains all seeds in one
 program (`--num-seeds N`); a Sebulba preset runs one process per seed (`--seed i`), each a
-`podrl anakin` / `podrl sebulba` process. Flags after `--` go to the training command unchanged. Writes into `--out` (default
+`podrl anakin` / `podrl sebulba` process. Flags after `--` go to the training command unchanged. Writes into `--out`
+(default
 `docs/results/<preset>`):
 
   README.md               the report: the machine, the commands, a table per env (final return
@@ -54,11 +55,20 @@ from typing import Any
 from podrl.cli import presets
 from podrl.cli.flags import resolve
 from podrl.core.errors import UserInputError
-from podrl.reports.plot import read_records, series
 from podrl.reports import aggregate
+from podrl.reports.plot import read_records, series
 from podrl.reports.report import (
-    EnvResult, aggregate_table, flag_value, is_evaluation, merge_seed_runs, plot_env, report, scored_results, slug,
-    spread, summarize,
+    EnvResult,
+    aggregate_table,
+    flag_value,
+    is_evaluation,
+    merge_seed_runs,
+    plot_env,
+    report,
+    scored_results,
+    slug,
+    spread,
+    summarize,
 )
 
 PODRL = [sys.executable, "-m", "podrl"]
@@ -363,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
 def aggregate_main(argv: list[str] | None = None) -> int:
     """`podrl aggregate REPORT_DIR ...`: the aggregate table over the multi-seed envs with a published
     return of these `podrl reproduce` folders; exit status 2 when they have none, or share an env."""
-    parser = argparse.ArgumentParser(description=aggregate.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=aggregate.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("reports", nargs="+", type=Path, help="folders written by podrl reproduce (--out)")
     args = parser.parse_args(argv)
     results, published = [], []

@@ -49,11 +49,12 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding
 
-from podrl.run.config import CheckpointConfig
-from podrl.run.digest import DigestRestore, DigestSave, keys_to_data, is_key, mismatches
 from podrl.core.errors import ConfigError, UserInputError
 from podrl.core.learner_state import Placement, broadcast_prefix
 from podrl.envs.registry import renamed_env
+from podrl.run.config import CheckpointConfig
+from podrl.run.digest import DigestRestore, DigestSave, is_key, keys_to_data, mismatches
+
 
 def upgraded_config(config: dict[str, Any]) -> dict[str, Any]:
     """A saved config as this version reads it: a `run.env` naming podrl's own module by its old path

@@ -30,20 +30,20 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from podrl.run.checkpoint_folder import complete_steps
-from podrl.run.checkpoint import ResumePoint, RunCheckpoints, saved_topology
-from podrl.run.resume import find_resume_point
-from podrl.run.config import RunConfig
-from podrl.run.config_json import jsonable, resolved_config
 from podrl.core.errors import ConfigError, UserInputError
 from podrl.core.keys import eval_seed
+from podrl.core.learner_state import Placement
+from podrl.core.types import AgentConfig
+from podrl.run.checkpoint import ResumePoint, RunCheckpoints, saved_topology
+from podrl.run.checkpoint_folder import complete_steps
+from podrl.run.config import RunConfig
+from podrl.run.config_json import jsonable, resolved_config
+from podrl.run.control import SaveSchedule, StopRequests
 from podrl.run.logging import RunLogger
 from podrl.run.options import may_change_on_resume
 from podrl.run.outcome import STOP_AFTER_UPDATES, STOP_AT_RETURN
-from podrl.run.control import SaveSchedule, StopRequests
 from podrl.run.preemption import PodStopRequests
-from podrl.core.learner_state import Placement
-from podrl.core.types import AgentConfig
+from podrl.run.resume import find_resume_point
 
 
 def stop_requests() -> StopRequests:

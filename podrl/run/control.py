@@ -21,8 +21,8 @@ import threading
 import time
 from types import FrameType
 
-import numpy as np
 import jax
+import numpy as np
 from jax.experimental import multihost_utils
 
 

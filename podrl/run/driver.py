@@ -49,18 +49,19 @@ import numpy as np
 
 from podrl.core.errors import NoLegalActionError, NonFiniteError
 from podrl.core.learner_state import Placement
-from podrl.run.eval_worker import EvalWorker, snapshot
-from podrl.run.profiling import CallProfiler
 from podrl.run.context import RunContext, format_return
 from podrl.run.control import process_0s
+from podrl.run.eval_worker import EvalWorker, snapshot
 from podrl.run.preemption import ProcessLost, answer_timeout_s, lost_processes
+from podrl.run.profiling import CallProfiler
 
 
 class Program(Protocol):
     """A layout's host program, as the driver sees it."""
 
     save_on_failure: bool
-    """True when the learner's work survives a failed call (`failure_state` is checkpointed before the error is raised)."""
+    """True when the learner's work survives a failed call (`failure_state` is checkpointed before the error is
+    raised)."""
     profile_calls: int
     """How many training calls `--profile` traces."""
 

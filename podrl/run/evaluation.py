@@ -6,13 +6,13 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from podrl.envs.types import LAST, JaxEnv, TimeStep
-from podrl.envs.wrappers import EpisodeStats
 from podrl.core.finite import nonfinite_flags
 from podrl.core.parallel import match_varying, vary_like
 from podrl.core.types import Agent, Array, Params, PRNGKey, reset_finished_actor_state
-import numpy as np
+from podrl.envs.types import LAST, JaxEnv, TimeStep
+from podrl.envs.wrappers import EpisodeStats
 
 
 class EvalResult(NamedTuple):

@@ -36,14 +36,14 @@ from __future__ import annotations
 import ctypes
 import signal
 import threading
+import time
 
 import jax
+from jax.experimental import multihost_utils
 
+from podrl.core.distributed import heartbeat_timeout_s
 from podrl.run import outcome
 from podrl.run.control import StopRequests
-from jax.experimental import multihost_utils
-from podrl.core.distributed import heartbeat_timeout_s
-import time
 
 STOP_KEYS = "podrl/stop/"
 """Key-value directory of the coordination service where each process that got a stop signal writes it."""

@@ -31,12 +31,12 @@ from podrl.core.errors import ConfigError
 from podrl.core.learner_state import check_shard_state_fits
 from podrl.core.mesh import data_mesh
 from podrl.core.types import Agent, AgentConfig
+from podrl.envs.adapters.make import make_host_env
+from podrl.envs.adapters.specs import check_host_env
 from podrl.envs.host import HostVectorEnv
 from podrl.envs.types import EnvSpec
 from podrl.sebulba.config import SebulbaConfig, check_actor_cpus
 from podrl.testing.shards import check_before_run
-from podrl.envs.adapters.specs import check_host_env
-from podrl.envs.adapters.make import make_host_env
 
 EnvFactory = Callable[[int, int], HostVectorEnv]
 """`(thread_index, num_envs) -> HostVectorEnv`, replacing `config.env` (thread -1: the evaluation batch); called

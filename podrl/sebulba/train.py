@@ -7,12 +7,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from podrl.run.driver import drive
+from podrl.core.types import AgentConfig, TrainState
 from podrl.run.context import RunContext
+from podrl.run.driver import drive
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.program import SebulbaProgram
 from podrl.sebulba.setup import build
-from podrl.core.types import AgentConfig, TrainState
 
 __all__ = ["SebulbaResult", "train_sebulba"]
 

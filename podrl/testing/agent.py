@@ -22,11 +22,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from podrl.core.types import Agent, TrainState, env_columns, reset_finished_actor_state
+from podrl.envs.registry import make
 from podrl.envs.types import EnvSpec, JaxEnv
 from podrl.testing.batches import TrajectoryMaker, sample_observations, tiny_envs
 from podrl.testing.errors import AgentCheckError
 from podrl.testing.shards import check_learner_shards, layout_update, of_shard, on_shards
-from podrl.envs.registry import make
 
 RULES = {
     "init": "init(key, env_spec) returns a TrainState whose update_step is an int32 []",

@@ -20,8 +20,8 @@ import numpy as np
 
 from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.envs.adapters.specs import EnvSpecMismatchError, check_host_env
-from podrl.envs.types import JaxEnv
 from podrl.envs.registry import make
+from podrl.envs.types import JaxEnv
 
 
 def check_env(env: str | JaxEnv, num_envs: int = 4, steps: int = 32, seed: int = 0) -> None:

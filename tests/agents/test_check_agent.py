@@ -4,7 +4,8 @@ learner shards; `check_env` holds on podrl's JAX envs and names what a broken on
 
 The broken agents are one tiny agent of this file (`LinearConfig`: a linear softmax policy learned by
 REINFORCE with plain SGD, the same on every row), each with one mistake a researcher makes: gradients
-summed over the learner shards or never reduced, a metric summed over them, a non-scalar metric, actions `[B, 1]`, an actor
+summed over the learner shards or never reduced, a metric summed over them, a non-scalar metric, actions `[B, 1]`, an
+actor
 state without the batch axis (never reset by the layouts), actor-state rows mixed by a batch mean.
 """
 
@@ -16,14 +17,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from podrl.agents import AGENTS
 from podrl.agents.config_base import AgentConfigBase
 from podrl.agents.ppo import PPOConfig
+from podrl.envs.registry import make
+
 from podrl.anakin import AnakinConfig, train_anakin
 from podrl.core.parallel import learner_value_and_grad, sum_across_learners, vary_across_learners
 from podrl.core.types import Agent, TrainState
-from podrl.envs.registry import make
 from podrl.run.config import LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.testing import RULES, AgentCheckError, EnvSpecMismatchError, check_agent, check_env

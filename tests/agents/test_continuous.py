@@ -3,7 +3,6 @@ the action scaling and warm-up, sharded updates (deterministic, shard-count inva
 
 from __future__ import annotations
 
-
 import dataclasses
 
 import jax
@@ -12,21 +11,22 @@ import numpy as np
 import pytest
 from dm_env import specs
 from jax.sharding import Mesh
-
 from podrl.agents.continuous import action_bounds, twin_q_loss
 from podrl.agents.sac import SACConfig, actor_loss, soft_q_target, tanh_gaussian_log_prob, temperature_loss
 from podrl.agents.td3 import TD3Config, clipped_double_q_target, smoothed_target_action
 from podrl.envs.registry import make
 from podrl.envs.types import EnvSpec, env_spec
+from test_checkpoint import anakin as checkpointed_anakin
+from test_checkpoint import leaves
+
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError
 from podrl.core.learner_state import init_on_mesh
 from podrl.core.parallel import DATA_AXIS
 from podrl.core.types import Trajectory
+from podrl.run.config import LoggingConfig
 from podrl.testing import layout_update
-from test_checkpoint import anakin as checkpointed_anakin, leaves
 from untrained import anakin_initial_return
 
 QUIET = LoggingConfig(run_dir=None, console=False)

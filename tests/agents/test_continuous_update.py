@@ -12,14 +12,14 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from podrl.agents.sac import SACConfig
 from podrl.agents.td3 import TD3Config
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
-from podrl.core.types import Trajectory
-from one_device import update_on_one_device
 from test_sebulba import max_diffs
+
+from one_device import update_on_one_device
+from podrl.core.types import Trajectory
 
 SPEC = env_spec(make("ReachCue-v0"))  # observations one-hot [4]; actions a box [1] in [-1, 1] (u = a)
 T, B = 8, 8

@@ -9,19 +9,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from podrl.agents.dqn import DQNConfig, q_learning_target
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
+from test_checkpoint import anakin as checkpointed_anakin
+from test_checkpoint import leaves
+from test_sebulba import anakin_sebulba_states, max_diffs, sebulba_threads
+
+from one_device import update_on_one_device
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError
-from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.core.types import Trajectory
-from test_checkpoint import anakin as checkpointed_anakin, leaves
-from test_sebulba import anakin_sebulba_states, max_diffs, sebulba_threads
-from one_device import update_on_one_device
+from podrl.run.config import LoggingConfig
+from podrl.sebulba import SebulbaConfig, train_sebulba
 
 QUIET = LoggingConfig(run_dir=None, console=False)
 
@@ -106,7 +107,8 @@ def test_a_rollout_larger_than_the_buffer_and_continuous_actions_are_refused():
 @pytest.mark.parametrize("layout", ["anakin", "sebulba"])
 def test_a_buffer_too_big_for_the_device_is_refused_before_compiling(cpu_devices, layout):
     """4 float32 observations twice + 3 scalars + an action: 44 bytes a transition, so 10^12
-    transitions (and 8 bytes of write pointer and fill count) need 44 TB: refused with the bytes, naming buffer_size, before any allocation."""
+    transitions (and 8 bytes of write pointer and fill count) need 44 TB: refused with the bytes, naming buffer_size,
+    before any allocation."""
     config = DQNConfig(buffer_size=10**12)
     with pytest.raises(ConfigError, match="44,000,000,000,008 bytes") as info:
         if layout == "anakin":

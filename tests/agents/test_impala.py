@@ -10,20 +10,20 @@ import pytest
 from dm_env import specs
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
-
 from podrl.agents.impala import ImpalaConfig, make_loss_fn
 from podrl.agents.impala.agent import _minibatches
-from podrl.agents.optimizers import make_optimizer
 from podrl.agents.networks import ActorCritic, action_distribution, make_network
+from podrl.agents.optimizers import make_optimizer
 from podrl.envs.types import EnvSpec
+from test_vtrace import numpy_vtrace
+
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError
 from podrl.core.parallel import DATA_AXIS
 from podrl.core.types import Trajectory
+from podrl.run.config import LoggingConfig
 from podrl.testing import layout_update
-from test_vtrace import numpy_vtrace
 from untrained import anakin_initial_return
 
 OBS, T = 4, 8

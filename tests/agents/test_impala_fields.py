@@ -6,7 +6,6 @@ and the terms weighted by value_coef and entropy_coef; the total against a float
 from __future__ import annotations
 
 import numpy as np
-
 from podrl.agents.impala.losses import make_loss_fn
 from podrl.agents.networks import ActorCritic, action_distribution
 from test_impala import DISCRETE, _setup, _trajectory

@@ -3,7 +3,6 @@
 import importlib
 
 import pytest
-
 from podrl.agents import optimizers
 
 

@@ -10,15 +10,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from podrl.agents.muzero import MuZeroConfig
-from podrl.agents.muzero.agent import (MuZeroParts, Step, bootstrap_values, make_network, search_bootstrap,
-                                       stores_search_value)
-from podrl.core.errors import ConfigError
-from podrl.core.types import Trajectory
+from podrl.agents.muzero.agent import (
+    MuZeroParts,
+    Step,
+    bootstrap_values,
+    make_network,
+    search_bootstrap,
+    stores_search_value,
+)
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
+
 from one_device import update_on_one_device
+from podrl.core.errors import ConfigError
+from podrl.core.types import Trajectory
 
 SPEC = env_spec(make("MatchCue-v0"))  # observations [4], 4 actions
 N, L = 3, 4

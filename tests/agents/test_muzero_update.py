@@ -11,7 +11,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from podrl.agents.muzero import MuZeroConfig
 from podrl.agents.muzero.agent import make_network
 from podrl.agents.muzero.losses import MuZeroBatch, make_loss_fn
@@ -19,10 +18,11 @@ from podrl.agents.muzero.targets import WindowTargets
 from podrl.agents.value_rescaling import H_EPSILON as EPS
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
-from podrl.core.types import Trajectory
-from one_device import update_on_one_device
 from test_muzero_targets import numpy_two_hot
 from test_value_rescaling import numpy_h
+
+from one_device import update_on_one_device
+from podrl.core.types import Trajectory
 
 SPEC = env_spec(make("MatchCue-v0"))  # observations [4], 4 actions
 SMALL = dict(hidden_sizes=(8,), latent_size=8, dynamics_sizes=(8,), prediction_sizes=(8,), support_size=3)

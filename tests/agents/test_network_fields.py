@@ -8,9 +8,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
-
 import podrl.envs
+import pytest
 from podrl.agents.continuous import TwinCritic
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.impala import ImpalaConfig
@@ -26,6 +25,7 @@ from podrl.agents.r2d2 import agent as r2d2_agent
 from podrl.agents.r2d2.networks import RecurrentQNetwork
 from podrl.agents.sac import SACConfig
 from podrl.agents.td3 import TD3Config
+
 from podrl.core.errors import ConfigError
 
 CARTPOLE = podrl.envs.env_spec(podrl.envs.make("CartPole-v1"))  # observations [4], 2 actions
@@ -45,8 +45,8 @@ def same_outputs(network, reference, *inputs) -> None:
     keys = jax.random.split(jax.random.key(2), len(jax.tree.leaves(params)))
     params = jax.tree.unflatten(jax.tree.structure(params), [x + 0.5 * jax.random.normal(k, x.shape, x.dtype)
                                                              for x, k in zip(jax.tree.leaves(params), keys)])
-    for got, want in zip(jax.tree.leaves(network.apply(params, *inputs)), jax.tree.leaves(reference.apply(params, *inputs)),
-                         strict=True):
+    for got, want in zip(jax.tree.leaves(network.apply(params, *inputs)),
+                         jax.tree.leaves(reference.apply(params, *inputs)), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6)
 
 

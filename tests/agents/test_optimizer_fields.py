@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-import pytest
-
 import podrl.envs
+import pytest
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.muzero import MuZeroConfig

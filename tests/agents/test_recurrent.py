@@ -6,9 +6,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
-
 import podrl.envs
+import pytest
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.networks import make_network
 from podrl.agents.ppo import PPOConfig
@@ -16,12 +15,13 @@ from podrl.agents.unroll import trajectory_outputs, unroll
 from podrl.envs.tiny import RecallCue
 from podrl.envs.types import LAST
 from podrl.envs.wrappers import TimeLimit, wrap_for_training
+from test_sebulba import anakin_sebulba_params, max_diffs
+
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.run.config import LoggingConfig
-from podrl.core.errors import ConfigError
 from podrl.anakin.rollout import reset_batch, rollout
-from test_sebulba import anakin_sebulba_params, max_diffs
+from podrl.core.errors import ConfigError
+from podrl.run.config import LoggingConfig
 
 QUIET = LoggingConfig(run_dir=None, console=False)
 

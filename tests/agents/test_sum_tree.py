@@ -6,9 +6,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import stats
-
 from podrl.agents import sum_tree
+from scipy import stats
 
 DRAWS = 200_000
 ALPHA_TEST = 1e-3

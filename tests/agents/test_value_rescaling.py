@@ -6,7 +6,6 @@ import math
 
 import jax.numpy as jnp
 import numpy as np
-
 from podrl.agents.value_rescaling import H_EPSILON, inverse_value_transform, value_transform
 
 

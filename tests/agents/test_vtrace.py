@@ -4,7 +4,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from podrl.agents.returns import batched_vtrace, vtrace
 
 GAMMA = 0.9

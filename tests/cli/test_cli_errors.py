@@ -155,7 +155,8 @@ def test_anakin_config_and_env_errors_exit_2_without_traceback(workdir):
                       "error: invalid config: num_envs: must be a positive integer, got 0")
     assert_user_error(run(workdir, "train_anakin.py", "--env", "no_such_pkg.envs:Maze"),
                       "error: invalid config: env: ", "cannot import module 'no_such_pkg.envs'")
-    assert_user_error(run(workdir, "train_anakin.py", "--env", "Pendulum-v1", "--num-devices", "1", "agent:pqn"),  # continuous actions
+    # continuous actions
+    assert_user_error(run(workdir, "train_anakin.py", "--env", "Pendulum-v1", "--num-devices", "1", "agent:pqn"),
                       "error: invalid config: env: agent 'pqn' ", "needs a discrete action space", "BoundedArray(")
     assert_user_error(run(workdir, "train_anakin.py", "--num-devices", "1", "agent:sac"),  # CartPole: discrete actions
                       "error: invalid config: env: agent 'sac' ", "needs a continuous (Box) action space",

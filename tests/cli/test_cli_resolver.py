@@ -62,7 +62,7 @@ def script(cwd: Path, name: str, *args: str, timeout: int = 280) -> subprocess.C
 
 
 def error_line(done: subprocess.CompletedProcess) -> str:
-    lines = [l for l in done.stderr.splitlines() if l.startswith("error: ")]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert done.returncode == 2 and lines and "Traceback" not in done.stderr, done.stderr[-3000:]
     return lines[0]
 
@@ -151,9 +151,10 @@ def test_help_groups_the_flags_and_speaks_of_its_layout(tmp_path):
 
 
 def test_an_experiment_parses_its_strings_once():
+    from podrl.envs.schemes import SCHEMES, split
+
     from podrl.anakin.config import AnakinConfig
     from podrl.cli.experiment import default_experiment
-    from podrl.envs.schemes import SCHEMES, split
     from podrl.sebulba.config import SebulbaConfig
 
     run = SebulbaConfig(env="ale:Pong", env_kwargs=("protocol=dqn", "full_action_space=True"), lag="1")

@@ -15,22 +15,22 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from dm_env import specs
-
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.ppo import PPOConfig
 from podrl.agents.returns import learner_rewards
 from podrl.envs.adapters import DmEnvVectorEnv, GymnasiumVectorEnv, make_host_env
 from podrl.envs.adapters.atari import PROTOCOLS, atari_protocol, gymnasium_fallback_kwargs, life_lost
 from podrl.envs.types import LAST, MID
+from test_cli_errors import assert_user_error, run
+from test_impala import _sharded_update
+
+from podrl.core.errors import ConfigError
+from podrl.core.types import Agent, Trajectory
 from podrl.run.config import LoggingConfig
 from podrl.run.config_json import config_from_json, jsonable
-from podrl.core.errors import ConfigError
 from podrl.run.evaluation import evaluate_host_greedy
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.sebulba.transport import bytes_per_step
-from podrl.core.types import Agent, Trajectory
-from test_cli_errors import assert_user_error, run
-from test_impala import _sharded_update
 
 QUIET = LoggingConfig(run_dir=None, console=False)
 

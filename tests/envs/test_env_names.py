@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 import podrl.envs
+import pytest
 from podrl.envs.adapters import JaxHostVectorEnv, make_host_env
 
 

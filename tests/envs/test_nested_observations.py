@@ -14,17 +14,24 @@ import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
+import podrl.envs
 import pytest
 from dm_env import specs
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
-
-import podrl.envs
-from gym_tasks import make_masked_dict_task
 from podrl.envs import observations
-from podrl.envs.adapters import (DmEnvVectorEnv, EnvSpecMismatchError, GymnasiumVectorEnv, UnsupportedSpaceError,
-                                 check_host_env, convert_observation_spec, make_host_env)
+from podrl.envs.adapters import (
+    DmEnvVectorEnv,
+    EnvSpecMismatchError,
+    GymnasiumVectorEnv,
+    UnsupportedSpaceError,
+    check_host_env,
+    convert_observation_spec,
+    make_host_env,
+)
 from podrl.envs.wrappers import AutoReset
+
+from gym_tasks import make_masked_dict_task
 
 
 def direct(factory, seed: int, num_envs: int, actions: np.ndarray) -> list[dict]:

@@ -7,15 +7,15 @@ from __future__ import annotations
 import importlib
 
 import numpy as np
-import pytest
-
 import podrl.envs
-from dev_extra import require
+import pytest
 from podrl.envs import schemes
 from podrl.envs.adapters.make import make_host_env
 from podrl.envs.errors import ConfigError
 from podrl.envs.registry import UnknownEnvError, check_name
 from podrl.envs.schemes import FORMS, LAYOUTS, SCHEMES, expected, forms, help_text, split
+
+from dev_extra import require
 
 
 def test_split_tells_a_scheme_from_a_plain_name():
@@ -76,7 +76,8 @@ def test_the_builders_build():
         make_host_env("brax:invertedpendulum", 1)
 
 
-@pytest.mark.parametrize("name", ["jax:CartPole-v1", "ale:Pong", "envpool:Pong-v5", "dm_env:pkg:f", "dmc:cartpole-swingup"])
+@pytest.mark.parametrize("name", ["jax:CartPole-v1", "ale:Pong", "envpool:Pong-v5", "dm_env:pkg:f",
+                                  "dmc:cartpole-swingup"])
 def test_anakin_refuses_a_host_scheme_naming_the_layout_that_takes_it(name):
     with pytest.raises(UnknownEnvError) as info:
         podrl.envs.make(name)

@@ -8,17 +8,17 @@ import json
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
-
 import podrl.envs
+import pytest
 from podrl.agents.ppo import PPOConfig
+
+from faulty_envs import NaNAfter
 from podrl.anakin import AnakinCompiled, NonFiniteError, train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.run.config import LoggingConfig
-from podrl.run.evaluation import evaluate_greedy
 from podrl.core.mesh import data_mesh
 from podrl.core.types import Agent
-from faulty_envs import NaNAfter
+from podrl.run.config import LoggingConfig
+from podrl.run.evaluation import evaluate_greedy
 from untrained import anakin_initial_return
 
 QUIET = LoggingConfig(run_dir=None, console=False)

@@ -11,23 +11,24 @@ import traceback
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
-
 import podrl.envs
+import pytest
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.ppo import PPOConfig
 from podrl.agents.sac import SACConfig
 from podrl.agents.td3 import TD3Config
 from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.envs.registry import make
+from test_continuous import REACH, REACH_SEBULBA_STEPS, REACH_TD3, REACH_THRESHOLDS
+from test_continuous import SMALL as CONTINUOUS_SMALL
+
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError, NonFiniteError
 from podrl.core.parallel import mean_across_learners
+from podrl.run.config import LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.sebulba.rollout import JOIN_GRACE_S
-from test_continuous import REACH, REACH_SEBULBA_STEPS, REACH_TD3, REACH_THRESHOLDS, SMALL as CONTINUOUS_SMALL
 
 QUIET = LoggingConfig(run_dir=None, console=False)
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from podrl.agents.ppo import PPOConfig
+from test_sebulba import sebulba_threads, tiny
+
 from podrl.run.config import CheckpointConfig
 from podrl.sebulba import train_sebulba
-from test_sebulba import sebulba_threads, tiny
 
 AGENT = PPOConfig(num_minibatches=2, hidden_sizes=(8,))
 

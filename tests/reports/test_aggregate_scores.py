@@ -1,4 +1,5 @@
-"""podrl.reports.aggregate (`podrl aggregate`): IQM, optimality gap and the stratified bootstrap (Agarwal et al. 2021)."""
+"""podrl.reports.aggregate (`podrl aggregate`): IQM, optimality gap and the stratified bootstrap (Agarwal et al.
+2021)."""
 
 import math
 
@@ -6,8 +7,8 @@ import numpy as np
 import pytest
 
 from podrl.reports import aggregate as agg
-from podrl.reports.reproduce import aggregate_main
 from podrl.reports import report as reproduce_report
+from podrl.reports.reproduce import aggregate_main
 
 
 def test_iqm_is_the_mean_of_the_middle_half():

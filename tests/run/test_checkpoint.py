@@ -12,18 +12,18 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-
-from podrl.agents.pqn import PQNConfig
 from podrl.agents.ppo import PPOConfig
+from podrl.agents.pqn import PQNConfig
 from podrl.envs.adapters.jax_host import JaxHostVectorEnv
+
+from compile_spy import spy_compiles
 from podrl.anakin import train_anakin
+from podrl.anakin.config import AnakinConfig
+from podrl.core.errors import ConfigError
 from podrl.run.checkpoint import Checkpointer
 from podrl.run.checkpoint_folder import resume_dir
-from podrl.anakin.config import AnakinConfig
 from podrl.run.config import CheckpointConfig, LoggingConfig
-from podrl.core.errors import ConfigError
 from podrl.sebulba import SebulbaConfig, train_sebulba
-from compile_spy import spy_compiles
 from resume_twins import ConstantBandit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -208,7 +208,8 @@ def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path)
     directory = tmp_path / "ckpt"
     result = subprocess.run([sys.executable, "-c", KILL_DURING_SAVE, str(directory)], capture_output=True,
                             text=True, timeout=100, cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
+                            env={**os.environ,
+                                 "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
     assert result.returncode == -signal.SIGKILL, result.stdout + result.stderr[-2000:]
     assert "finished before the kill" not in result.stdout
     ckpt = Checkpointer(str(directory), read_only=True)

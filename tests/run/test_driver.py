@@ -12,16 +12,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from podrl.agents.ppo import PPOConfig
 from podrl.envs.adapters.jax_host import JaxHostVectorEnv
+
 from faulty_envs import NaNAfter, NaNWhenRepeated
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
+from podrl.core.errors import ConfigError, NonFiniteError
 from podrl.run.checkpoint import Checkpointer
 from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.run.driver import eval_due, reached_target
-from podrl.core.errors import ConfigError, NonFiniteError
 from podrl.sebulba import SebulbaConfig, train_sebulba
 
 ROOT = Path(__file__).resolve().parents[2]

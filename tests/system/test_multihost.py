@@ -55,6 +55,7 @@ def test_anakin_two_processes_match_one_process_with_four_devices(tmp_path, cpu_
     assert "| eval " in result.stdout
 
     from podrl.agents.ppo import PPOConfig
+
     from podrl.anakin import train_anakin
     from podrl.run.config import LoggingConfig
 
@@ -79,6 +80,7 @@ def test_population_rows_span_two_processes_with_pbt(tmp_path, cpu_devices):
     assert eval0 == eval1
 
     from podrl.agents.ppo import PPOConfig
+
     from podrl.anakin import train_anakin
     from podrl.run.config import LoggingConfig
 
@@ -194,7 +196,8 @@ def readme_launch_commands() -> dict[str, list[str]]:
     training subcommand they launch (`... -- podrl anakin ...`); the supervisor demo (`--supervise`) has
     its own test (tests/system/test_preemption.py)."""
     text = "\n".join(page.read_text() for page in doc_paths()).replace("\\\n", " ")
-    lines = [line.split() for line in text.splitlines() if line.startswith("podrl launch ") and "--supervise" not in line]
+    lines = [line.split() for line in text.splitlines()
+             if line.startswith("podrl launch ") and "--supervise" not in line]
     return {words[words.index("--") + 2]: words for words in lines}
 
 
