@@ -12,17 +12,18 @@ import pytest
 from podrl.agents.dqn import DQNConfig, q_learning_target
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
-from test_checkpoint import anakin as checkpointed_anakin
-from test_checkpoint import leaves
-from test_sebulba import anakin_sebulba_states, max_diffs, sebulba_threads
 
+from checkpoints import anakin as checkpointed_anakin
+from checkpoints import leaves
 from one_device import update_on_one_device
+from parity import anakin_sebulba_states, max_diffs, sebulba_threads
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.core.errors import ConfigError
 from podrl.core.types import Trajectory
 from podrl.run.config import LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
+from references import constant_q
 
 QUIET = LoggingConfig(run_dir=None, console=False)
 
@@ -41,13 +42,6 @@ def test_targets_match_the_papers_definitions(double):
     want = [r[i] + d[i] * q_target[i, np.argmax(selector[i])] for i in range(16)]
     got = jax.vmap(q_learning_target)(r, d, q_target, selector)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
-
-
-def constant_q(network_params, values: list[float]):
-    """Q-network params with Q(o, a) = values[a] for every observation (all weights 0, the head's bias)."""
-    params = jax.tree.map(jnp.zeros_like, network_params)
-    params["params"]["q_head"]["bias"] = jnp.asarray(values, jnp.float32)
-    return params
 
 
 @pytest.mark.parametrize("double", [False, True])

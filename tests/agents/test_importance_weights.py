@@ -44,12 +44,9 @@ from podrl.agents.muzero.targets import WindowTargets
 from podrl.agents.off_policy import TargetLearnerState
 from podrl.agents.q_learning import QParts, make_q_network
 from podrl.agents.r2d2 import agent as r2d2_agent
-from test_dqn import constant_q
-from test_muzero_targets import numpy_two_hot
-from test_muzero_update import numpy_log_softmax, numpy_value, with_head_biases
-from test_value_rescaling import numpy_h
 
 from podrl.core.types import Trajectory
+from references import constant_q, numpy_h, numpy_log_softmax, numpy_two_hot, numpy_value, with_head_biases
 
 ONLINE, TARGET = np.array([1.0, 2.0]), np.array([3.0, -1.0])
 

@@ -11,8 +11,8 @@ import pytest
 from podrl.agents.muzero import MuZeroConfig
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
-from test_sebulba import anakin_sebulba_states, max_diffs, sebulba_threads
 
+from parity import anakin_sebulba_states, max_diffs, sebulba_threads
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.core.errors import ConfigError

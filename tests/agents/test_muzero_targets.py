@@ -4,7 +4,6 @@ windows and targets aligned with the replayed steps across episode ends."""
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -18,17 +17,7 @@ from podrl.envs.registry import make
 from podrl.envs.types import env_spec
 
 from podrl.core.types import Trajectory
-
-
-def numpy_two_hot(x: float, s: int) -> np.ndarray:
-    """The two atoms around x (clipped to [-S, S]) weighted by 1 - distance."""
-    x = min(max(x, -s), s)
-    probs = np.zeros(2 * s + 1)
-    low = math.floor(x)
-    probs[low + s] += 1.0 - (x - low)
-    if low + 1 <= s:
-        probs[low + 1 + s] += x - low
-    return probs
+from references import numpy_two_hot
 
 
 @pytest.mark.parametrize("x", [-7.0, -3.0, -2.25, 0.0, 0.4, 1.0, 2.999, 3.0, 42.0])

@@ -22,9 +22,9 @@ from podrl.agents.obs_norm import (
 )
 from podrl.agents.ppo import PPOConfig
 from podrl.envs.types import EnvSpec
-from test_sebulba import anakin_sebulba_states, max_diffs
 
 from one_device import update_on_one_device
+from parity import anakin_sebulba_states, max_diffs
 from podrl.core.errors import ConfigError
 from podrl.core.mesh import data_mesh
 from podrl.core.parallel import DATA_AXIS

@@ -9,7 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from podrl.agents import prioritised
-from test_sum_tree import ALPHA_TEST, chi_square_p
+
+from references import ALPHA_TEST, chi_square_p
 
 B, T, PERIOD, WINDOW, ROWS = 3, 4, 2, 5, 10
 """3 envs, rollouts of 4 steps, a sequence of 5 steps every 2 steps of each env, 10 steps per env stored."""

@@ -14,10 +14,10 @@ import pytest
 from podrl.agents.r2d2 import R2D2Config, apex_epsilons
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
-from test_checkpoint import anakin as checkpointed_anakin
-from test_checkpoint import leaves
-from test_sebulba import anakin_sebulba_states, max_diffs, sebulba_threads
 
+from checkpoints import anakin as checkpointed_anakin
+from checkpoints import leaves
+from parity import anakin_sebulba_states, max_diffs, sebulba_threads
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.core.errors import ConfigError

@@ -15,8 +15,8 @@ from podrl.agents.unroll import trajectory_outputs, unroll
 from podrl.envs.tiny import RecallCue
 from podrl.envs.types import LAST
 from podrl.envs.wrappers import TimeLimit, wrap_for_training
-from test_sebulba import anakin_sebulba_params, max_diffs
 
+from parity import anakin_sebulba_params, max_diffs
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.anakin.rollout import reset_batch, rollout

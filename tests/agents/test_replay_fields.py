@@ -15,8 +15,8 @@ from podrl.agents.muzero import MuZeroConfig
 from podrl.agents.r2d2 import R2D2Config
 from podrl.agents.sac import SACConfig
 from podrl.agents.td3 import TD3Config
-from test_continuous_update import ONE_STEP, SPEC, reward_one_rollout
 
+from continuous_tasks import ONE_STEP, SPEC, reward_one_rollout
 from one_device import update_on_one_device
 from podrl.core.types import Trajectory
 

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import podrl.envs
 import pytest
-from test_fault_matrix import AGENT, tiny_anakin_run
 
+from checkpoints import AGENT, tiny_anakin_run
 from podrl.anakin import train_anakin
 from podrl.core.keys import eval_keys, eval_seed, per_seed_keys
 from podrl.run.evaluation import evaluate_greedy

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.ppo import PPOConfig
-from test_checkpoint import leaves, logs
 
+from checkpoints import leaves, logs
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.cli.evaluate import evaluate_checkpoint

@@ -27,8 +27,8 @@ from dm_env import specs
 from podrl.agents.ppo import PPOConfig
 from podrl.envs.adapters.make import make_host_env
 from podrl.envs.types import FIRST, LAST, MID, EnvSpec, TimeStep
-from test_sebulba import sebulba_threads, tiny
 
+from parity import sebulba_threads, tiny
 from podrl.core.keys import group_step_keys, update_keys
 from podrl.core.mesh import data_mesh
 from podrl.core.types import Agent, TrainState

@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from podrl.agents.dqn import DQNConfig
-from test_fault_matrix import state_leaves
-from test_sebulba import sebulba_threads
 
+from checkpoints import state_leaves
+from parity import sebulba_threads
 from podrl.run import driver
 from podrl.run.checkpoint import Checkpointer
 from podrl.run.config import CheckpointConfig, LoggingConfig

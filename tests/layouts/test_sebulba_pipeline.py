@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 from podrl.agents.ppo import PPOConfig
-from test_sebulba import sebulba_threads, tiny
 
 from multihost_worker import recording_columns
+from parity import sebulba_threads, tiny
 from podrl.sebulba import train_sebulba
 from podrl.sebulba.learner import LearnerStep
 from podrl.sebulba.params import ParamsSource

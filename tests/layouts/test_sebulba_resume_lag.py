@@ -10,8 +10,8 @@ import json
 
 import pytest
 from podrl.agents.ppo import PPOConfig
-from test_sebulba import sebulba_threads, tiny
 
+from parity import sebulba_threads, tiny
 from podrl.run.config import CheckpointConfig
 from podrl.sebulba import train_sebulba
 

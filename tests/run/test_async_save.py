@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from podrl.agents.dqn import DQNConfig
-from test_checkpoint import anakin, leaves
 
+from checkpoints import anakin, leaves
 from podrl.anakin.setup import build
 from podrl.run.checkpoint import Checkpointer, RunCheckpoints
 from podrl.run.config import CheckpointConfig

@@ -11,7 +11,6 @@ import threading
 import numpy as np
 import pytest
 from podrl.envs.adapters.jax_host import JaxHostVectorEnv
-from test_driver import AGENT, anakin, sebulba
 
 from faulty_envs import NaNWhenRepeated
 from podrl.anakin import train_anakin
@@ -20,6 +19,7 @@ from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.run.eval_worker import EvalWorker
 from podrl.run.watchdog import StageTimeout
 from podrl.sebulba import train_sebulba
+from tiny_runs import AGENT, anakin, sebulba
 
 
 def evals(history) -> list[tuple[int, int, list[float]]]:

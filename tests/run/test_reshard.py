@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.replay import ReplayBuffer, redistribute, refill
-from test_checkpoint import anakin
 
+from checkpoints import anakin
 from podrl.anakin import train_anakin
 from podrl.anakin.program import AnakinProgram
 from podrl.anakin.setup import build

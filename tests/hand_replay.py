@@ -18,10 +18,9 @@ from podrl.agents import prioritised, sum_tree
 from podrl.agents.r2d2 import R2D2Config
 from podrl.agents.r2d2 import agent as r2d2_agent
 from podrl.agents.r2d2.losses import Step
-from test_muzero_update import numpy_inverse_h
-from test_value_rescaling import numpy_h
 
 from podrl.core.mesh import data_mesh
+from references import numpy_h, numpy_inverse_h
 
 R2D2_SPEC = podrl.envs.env_spec(podrl.envs.make("RecallCue-v0"))  # observations [3], 2 actions
 T, B, ROLLOUTS = 8, 3, 2
