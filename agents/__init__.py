@@ -39,9 +39,8 @@ from podrl.agents.pqn.config import PQNConfig
 from podrl.agents.r2d2.config import R2D2Config
 from podrl.agents.sac.config import SACConfig
 from podrl.agents.td3.config import TD3Config
-from podrl.envs.registry import ImportPathError, import_path
-
 from podrl.core.errors import ConfigError
+from podrl.envs.registry import ImportPathError, import_path
 
 
 class AgentEntry(NamedTuple):

@@ -38,13 +38,11 @@ import importlib
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from podrl.agents.obs_norm import with_observation_norm
-
 from podrl.core.errors import ConfigError, require_bool, require_choice, require_int, require_number
 
 if TYPE_CHECKING:
-    from podrl.envs.types import EnvSpec
-
     from podrl.core.types import Agent
+    from podrl.envs.types import EnvSpec
 
 OPTIMIZERS = ("adam", "rmsprop")
 """Names accepted by `OptimizerChoiceConfig.optimizer`."""

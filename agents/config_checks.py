@@ -16,7 +16,6 @@ import dataclasses
 from typing import ClassVar
 
 from podrl.agents.config_base import AdamEpsConfig, CheckedConfig
-
 from podrl.core.errors import ConfigError, is_int, require_bool, require_choice, require_int, require_number
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
 from podrl.agents.torsos import make_torso
 from podrl.envs.observations import batch_size
 

@@ -30,11 +30,11 @@ from typing import Any, Sequence
 
 import numpy as np
 from dm_env import specs
+
 from podrl.agents.config_checks import PIXEL_TORSOS
 from podrl.agents.torsos import LeafInput, ObservationInputs, channels_first, check_torso
-from podrl.envs.observations import ACTION_MASK, is_nested, leaf_specs
-
 from podrl.core.errors import ConfigError
+from podrl.envs.observations import ACTION_MASK, is_nested, leaf_specs
 
 MAX_EMBED_VALUES = 4096
 """An integer leaf with more values than this is read by an MLP unless `torso_per_key` says embed."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
 from podrl.envs.observations import action_mask
 
 Array = jax.Array

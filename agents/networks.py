@@ -24,6 +24,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 from podrl.agents.config_checks import PIXEL_TORSOS
 from podrl.agents.cores import ActorCriticFields, RecurrentActorCritic, dist_params_from
 from podrl.agents.inputs import has_image_encoder, torso_input

@@ -35,10 +35,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from podrl.envs.observations import is_nested, keyed_leaves, leaf_specs, map_keyed
 
 from podrl.core.parallel import mean_across_learners
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory
+from podrl.envs.observations import is_nested, keyed_leaves, leaf_specs, map_keyed
 
 Array = jax.Array
 

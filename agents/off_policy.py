@@ -30,10 +30,10 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
+
 from podrl.agents import prioritised, replay
 from podrl.agents.actor_critic import sgd_step
 from podrl.agents.optimizers import set_learning_rate
-
 from podrl.core.parallel import match_varying, vary_across_learners, vary_like
 from podrl.core.types import Metrics, TrainState, Trajectory
 

@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 from podrl.agents import replay as replay_lib
 from podrl.agents import sum_tree
 from podrl.agents.config_checks import sequence_layout_problem

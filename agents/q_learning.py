@@ -28,6 +28,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
+
 from podrl.agents.actor_critic import check_total_updates, count_params
 from podrl.agents.config_checks import (
     EpsilonConfig,
@@ -36,11 +37,10 @@ from podrl.agents.config_checks import (
 from podrl.agents.inputs import torso_input
 from podrl.agents.masking import action_mask, epsilon_greedy, masked_argmax
 from podrl.agents.torsos import make_torso
-from podrl.envs import observations
-from podrl.envs.types import EnvSpec
-
 from podrl.core.errors import ConfigError
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory, no_actor_state
+from podrl.envs import observations
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 

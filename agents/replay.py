@@ -29,10 +29,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from podrl.envs import observations
-from podrl.envs.types import EnvSpec
 
 from podrl.core.types import Trajectory
+from podrl.envs import observations
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 
 from podrl.agents.config_base import CheckedConfig
-
 from podrl.core.errors import require_number
 
 

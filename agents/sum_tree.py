@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+
 from podrl.envs.varying import vary_over, varying_axes
 
 Array = jax.Array

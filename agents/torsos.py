@@ -41,11 +41,11 @@ from typing import Callable, NamedTuple, Sequence
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
 from podrl.agents.config_checks import PIXEL_TORSOS
 from podrl.agents.conv import Conv
-from podrl.envs.observations import keyed_leaves
-
 from podrl.core.errors import ConfigError
+from podrl.envs.observations import keyed_leaves
 
 Array = jax.Array
 

@@ -40,10 +40,10 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+
 from podrl.agents.cores import Carry, DistParams, RecurrentActorCritic, is_recurrent, zero_carry
 from podrl.agents.masking import action_mask, masked_logits
 from podrl.agents.networks import ActorCritic
-
 from podrl.core.types import Trajectory, reset_finished_actor_state
 
 Array = jax.Array

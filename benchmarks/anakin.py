@@ -145,10 +145,10 @@ def build_env_only(num_envs: int, devices: int, scan_length: int, env_name: str 
     """
     import jax
     import jax.numpy as jnp
-    import podrl.envs
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
+    import podrl.envs
     from podrl.core.mesh import data_mesh, local_devices
     from podrl.core.parallel import DATA_AXIS, match_varying
 

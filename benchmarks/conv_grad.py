@@ -27,9 +27,9 @@ from unittest import mock
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from podrl.agents import torsos
 
 from benchmarks.harness import finish, fmt, new_parser, table
+from podrl.agents import torsos
 
 # torso -> (observation shape, dtype, minibatch size): the shapes the presets train on.
 TORSOS: dict[str, tuple[tuple[int, ...], Any, int]] = {

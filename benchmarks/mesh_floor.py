@@ -53,6 +53,7 @@ SIZES = (1, None, 100_000)  # None: the PPO params' size
 
 def ppo_param_count() -> int:
     import jax
+
     from podrl.agents.ppo.config import PPOConfig
     from podrl.envs.registry import make
     from podrl.envs.types import env_spec

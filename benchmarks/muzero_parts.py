@@ -63,6 +63,7 @@ def time_acting(parts, act, params, observation, key, repeats: int) -> dict[str,
     """act_s, inference_s, tree_s (see the module docstring) on `[B]` observations; `act`: the jitted `Agent.act`."""
     import jax
     import jax.numpy as jnp
+
     from podrl.agents.muzero import search
 
     cfg, network = parts.config, parts.network
@@ -91,6 +92,7 @@ def replay_work(parts, stride: int, num_steps: int) -> Callable:
     gradient step: sample windows and compute their targets); the checksum keeps XLA from dropping it."""
     import jax
     import jax.numpy as jnp
+
     from podrl.agents import replay
     from podrl.agents.muzero.agent import batch_from_windows
 
@@ -113,9 +115,9 @@ def time_learning(parts, agent, spec, trajectory, key, repeats: int) -> dict[str
     """update_s, replay_s, sgd_s (see the module docstring) for the numpy `[T, B]` `trajectory`."""
     import jax
     import numpy as np
+
     from podrl.agents.muzero.agent import rollout_steps
     from podrl.agents.returns import learner_rewards
-
     from podrl.core.learner_state import init_on_mesh
     from podrl.core.mesh import data_mesh
     from podrl.sebulba.learner import make_learner_step
@@ -158,11 +160,11 @@ def time_learning(parts, agent, spec, trajectory, key, repeats: int) -> dict[str
 def measure_parts(m, quick: bool) -> dict[str, Any]:
     """Acting and learning pieces of MuZero for Measurement `m` (`m.agent_fields`: the config's fields)."""
     import jax
+
+    from benchmarks.sebulba_measure import agent_config_for
     from podrl.agents.muzero.agent import agent_from_parts, make_parts
     from podrl.envs.adapters.make import make_host_env
     from podrl.envs.types import EnvSpec
-
-    from benchmarks.sebulba_measure import agent_config_for
 
     repeats = QUICK_REPEATS if quick else REPEATS
     env = make_host_env(m.env, m.envs_per_thread, seed=m.seed)

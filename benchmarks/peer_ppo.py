@@ -114,6 +114,7 @@ def podrl_cartpole_steps(states: list[list[float]], actions: list[int]) -> list[
     """podrl's CartPole observation after one step from each state with each action."""
     import jax
     import jax.numpy as jnp
+
     from podrl.envs.cartpole import CartPole, CartPoleState
 
     env = CartPole()

@@ -103,7 +103,6 @@ def measure_minatar_ppo(spec: dict[str, Any]) -> dict[str, Any]:
 def minatar_pqn(spec: dict[str, Any]):
     """(AnakinConfig, PQNConfig) with purejaxql's pqn_minatar.yaml values."""
     from podrl.agents.pqn import PQNConfig
-
     from podrl.anakin.config import AnakinConfig
 
     run = quiet(AnakinConfig(env=spec["env"], num_envs=128, rollout_length=32, total_steps=spec["total_steps"],
@@ -121,7 +120,6 @@ def stoix_ff_mz(spec: dict[str, Any]):
     supports, a buffer of 390 steps per env, 16 warm-up steps per env, no target network (tau 1), value
     targets bootstrapped from the stored search values and the recurrent world model (GRU dynamics) as Stoix's."""
     from podrl.agents.muzero import MuZeroConfig
-
     from podrl.anakin.config import AnakinConfig
 
     num_envs, rollout = spec.get("num_envs", 64), 8

@@ -108,7 +108,6 @@ def measure_podrl(s: Shared) -> dict[str, Any]:
     """Trains podrl's Anakin SAC with `s` (1 device, rollout 1); steps/s of the training calls,
     compile, the evaluation curve."""
     from podrl.agents.sac import SACConfig
-
     from podrl.anakin import train_anakin
     from podrl.anakin.config import AnakinConfig
     from podrl.run.config import LoggingConfig
@@ -133,6 +132,7 @@ def podrl_pendulum_steps(states: list[list[float]], actions: list[float]) -> dic
     """podrl's Pendulum observation and reward after one step from each state with each torque."""
     import jax
     import jax.numpy as jnp
+
     from podrl.envs.pendulum import Pendulum, PendulumState
 
     s = jnp.asarray(states, jnp.float32)

@@ -55,9 +55,9 @@ class PooledConfig:
 
     def make_agent(self, env_spec, total_updates: int):
         from dm_env import specs
-        from podrl.envs.types import EnvSpec
 
         from podrl.core.types import Agent
+        from podrl.envs.types import EnvSpec
 
         shape = tuple(env_spec.observation.shape)
         inner_spec = EnvSpec(specs.Array(pooled_shape(shape, self.pool), np.float32, "pooled"), env_spec.action)

@@ -32,9 +32,9 @@ from benchmarks.harness import configure_cpu_devices, finish, fmt, load_note, lo
 def replay_bytes(config, spec) -> dict[str, float]:
     """Bytes per stored sequence and per replayed window of `config`'s replay on `spec`."""
     import jax
+
     from podrl.agents.r2d2.agent import example_step
     from podrl.agents.replay import item_bytes
-
     from podrl.core.learner_state import shard_state_bytes
 
     agent = config.make_agent(spec, 1)
@@ -100,10 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     configure_cpu_devices(2)
     from podrl.agents.r2d2 import R2D2Config
+    from podrl.cli.presets import PRESETS
     from podrl.envs.adapters.make import make_host_env
     from podrl.envs.types import EnvSpec
-
-    from podrl.cli.presets import PRESETS
 
     fields = dict(PRESETS["minatar-r2d2"].agent_fields)
     updates = QUICK_UPDATES if args.quick else args.updates

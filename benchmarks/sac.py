@@ -53,7 +53,6 @@ def child_main(spec_text: str) -> int:
     configure_cpu_devices(spec["devices"])
     import podrl.envs
     from podrl.agents import replay
-
     from podrl.anakin import train_anakin
     from podrl.anakin.config import AnakinConfig
     from podrl.run.config import LoggingConfig

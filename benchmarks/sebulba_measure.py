@@ -121,9 +121,9 @@ def trajectory_bytes(env_name: str, agent_config, rollout_length: int) -> dict[s
     the agent's act, so nothing compiles."""
     import jax
     import numpy as np
+
     from podrl.envs.adapters.make import make_host_env
     from podrl.envs.types import EnvSpec
-
     from podrl.sebulba.transport import bytes_per_step, example_trajectory, step_record
 
     env = make_host_env(env_name, 1)

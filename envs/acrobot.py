@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
+
 from podrl.envs.types import Array, PRNGKey, TimeStep, restart, transition
 
 

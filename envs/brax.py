@@ -37,6 +37,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
+
 from podrl.envs.errors import UnknownEnvError
 from podrl.envs.gymnax import parse_name
 from podrl.envs.types import LAST, ActionSpec, Array, ObservationSpec, PRNGKey, TimeStep, restart, transition

@@ -55,6 +55,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import numpy as np
 from dm_env import specs
+
 from podrl.envs.errors import UnknownEnvError
 from podrl.envs.types import ActionSpec, Array, EnvState, ObservationSpec, PRNGKey, TimeStep, restart, transition
 from podrl.envs.wrappers import TimeLimit

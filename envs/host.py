@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
 from podrl.envs.types import ActionSpec, ObservationSpec, TimeStep
 
 EXTRAS_KEYS = ("next_obs", "truncated", "episode_return", "episode_length")

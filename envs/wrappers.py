@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+
 from podrl.envs.types import LAST, Array, EnvState, JaxEnv, PRNGKey, TimeStep
 from podrl.envs.varying import vary_over, varying_axes
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from podrl.agents.ppo import PPOConfig
 
+from podrl.agents.ppo import PPOConfig
 from podrl.anakin.config import AnakinConfig
 from podrl.run.config import CheckpointConfig, LoggingConfig
 

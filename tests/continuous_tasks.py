@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from podrl.envs.registry import make
-from podrl.envs.types import env_spec
 
 from podrl.core.types import Trajectory
+from podrl.envs.registry import make
+from podrl.envs.types import env_spec
 
 SMALL = dict(buffer_size=4096, warmup_steps=128, batch_size=32, hidden_sizes=(32, 32), replay_ratio=1 / 16)
 """Agents that start learning after two 8 x 8 updates (tests of plumbing, not of learning)."""

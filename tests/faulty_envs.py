@@ -4,6 +4,7 @@ when `tests/` is on PYTHONPATH)."""
 from __future__ import annotations
 
 import jax.numpy as jnp
+
 import podrl.envs
 
 

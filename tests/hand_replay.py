@@ -12,13 +12,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import podrl.envs
 from jax.sharding import PartitionSpec as P
+
+import podrl.envs
 from podrl.agents import prioritised, sum_tree
 from podrl.agents.r2d2 import R2D2Config
 from podrl.agents.r2d2 import agent as r2d2_agent
 from podrl.agents.r2d2.losses import Step
-
 from podrl.core.mesh import data_mesh
 from references import numpy_h, numpy_inverse_h
 

@@ -4,11 +4,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
+
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.networks import make_network
-from podrl.envs.types import EnvSpec
-
 from podrl.core.types import Trajectory
+from podrl.envs.types import EnvSpec
 from podrl.testing import layout_update
 
 OBS, T = 4, 8

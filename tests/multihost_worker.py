@@ -57,7 +57,6 @@ def main() -> None:
     initialize(DistributedConfig(args.coordinator, args.num_processes, args.process_id,
                                  share_compiles=args.share_compiles))
     from podrl.agents import AGENTS
-
     from podrl.run.config import LoggingConfig
 
     agent_config = AGENTS[args.agent].config()

@@ -7,11 +7,11 @@ import threading
 
 import jax
 import numpy as np
-import podrl.envs
-from podrl.envs.registry import make
 
+import podrl.envs
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
+from podrl.envs.registry import make
 from podrl.run.config import LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
 

@@ -7,9 +7,10 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy import stats
+
 from podrl.agents.value_rescaling import H_EPSILON
 from podrl.agents.value_rescaling import H_EPSILON as EPS
-from scipy import stats
 
 
 def numpy_vtrace(v_tm1, v_t, r, discount, end, rho, lambda_, clip_rho_threshold, clip_pg_rho_threshold,

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
-import podrl.envs
 from dm_env import specs
+
+import podrl.envs
 
 
 class ConstantBandit:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from podrl.agents.ppo import PPOConfig
-
 from podrl.anakin.config import AnakinConfig
 from podrl.run.config import LoggingConfig
 from podrl.sebulba import SebulbaConfig

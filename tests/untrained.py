@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-import podrl.envs
-from podrl.envs.adapters.make import make_host_env
-from podrl.envs.types import EnvSpec
 
+import podrl.envs
 from podrl.anakin import AnakinCompiled
 from podrl.anakin.config import AnakinConfig
 from podrl.core.mesh import data_mesh
+from podrl.envs.adapters.make import make_host_env
+from podrl.envs.types import EnvSpec
 from podrl.run.evaluation import evaluate_host_greedy
 
 

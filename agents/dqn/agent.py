@@ -25,6 +25,7 @@ import operator
 
 import jax
 import jax.numpy as jnp
+
 from podrl.agents import prioritised, replay
 from podrl.agents.dqn.config import DQNConfig
 from podrl.agents.dqn.losses import DQNBatch, batched_q_learning_target, make_loss_fn
@@ -39,9 +40,8 @@ from podrl.agents.off_policy import (
 from podrl.agents.optimizers import moved_here, per_update_optimizer
 from podrl.agents.q_learning import QParts, init_train_state, next_params, q_agent, q_values
 from podrl.agents.returns import learner_rewards
-from podrl.envs.types import EnvSpec
-
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 

@@ -8,6 +8,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import optax
+
 from podrl.agents.masking import select_value
 from podrl.agents.q_learning import QNetwork
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 import functools
 
 import jax
+
 from podrl.agents.actor_critic import Parts, actor_critic_agent, finish_update, for_member, sgd_step
 from podrl.agents.impala.config import ImpalaConfig
 from podrl.agents.impala.losses import make_loss_fn
 from podrl.agents.optimizers import moved_here
 from podrl.agents.unroll import env_minibatches
-from podrl.envs.types import EnvSpec
-
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 

@@ -24,7 +24,6 @@ from podrl.agents.config_base import (
 )
 from podrl.agents.config_checks import NetworkConfig
 from podrl.agents.reward_clip import RewardClipConfig
-
 from podrl.core.errors import require_choice, require_int, require_number
 
 if TYPE_CHECKING:

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING, Callable
 
 import jax
 import jax.numpy as jnp
+
 from podrl.agents.actor_critic import hyperparams_for
 from podrl.agents.networks import ActorCritic, action_distribution
 from podrl.agents.returns import batched_vtrace, learner_rewards
 from podrl.agents.unroll import trajectory_outputs
-
 from podrl.core.types import Trajectory
 
 if TYPE_CHECKING:

@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+
 from podrl.agents import prioritised, replay
 from podrl.agents.actor_critic import check_total_updates
 from podrl.agents.muzero import search
@@ -49,10 +50,9 @@ from podrl.agents.off_policy import (
 from podrl.agents.optimizers import per_update_optimizer
 from podrl.agents.q_learning import discrete_torso_input
 from podrl.agents.returns import learner_rewards
+from podrl.core.types import Agent, TrainState, Trajectory, no_actor_state
 from podrl.envs import observations
 from podrl.envs.types import EnvSpec
-
-from podrl.core.types import Agent, TrainState, Trajectory, no_actor_state
 
 Array = jax.Array
 

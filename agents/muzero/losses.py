@@ -17,6 +17,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import optax
+
 from podrl.agents.muzero.networks import MuZeroNetwork
 from podrl.agents.muzero.targets import WindowTargets, logits_to_scalar, scalar_to_target
 

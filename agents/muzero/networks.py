@@ -23,6 +23,7 @@ from typing import Sequence
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
 from podrl.agents.torsos import make_torso, mlp_layers
 
 Array = jax.Array

@@ -25,9 +25,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+
 from podrl.agents.muzero import search
 from podrl.agents.replay import n_step_targets
-
 from podrl.core.parallel import without_varying_check
 
 Array = jax.Array

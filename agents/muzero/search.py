@@ -20,10 +20,10 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 import mctx
+
 from podrl.agents.masking import action_mask, invalid_actions
 from podrl.agents.muzero.networks import MuZeroNetwork
 from podrl.agents.muzero.targets import logits_to_scalar
-
 from podrl.core.parallel import without_varying_check
 
 Array = jax.Array

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import chex
 import jax
 import jax.numpy as jnp
+
 from podrl.agents.replay import n_step_targets
 from podrl.agents.value_rescaling import inverse_value_transform, value_transform
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 
 import jax
+
 from podrl.agents.actor_critic import (
     Parts,
     actor_critic_agent,
@@ -30,9 +31,8 @@ from podrl.agents.ppo.config import PPOConfig
 from podrl.agents.ppo.losses import PPOBatch, make_loss_fn
 from podrl.agents.returns import batched_gae, learner_rewards
 from podrl.agents.unroll import env_minibatches, next_values
-from podrl.envs.types import EnvSpec
-
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 

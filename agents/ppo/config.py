@@ -20,7 +20,6 @@ from podrl.agents.config_base import (
 )
 from podrl.agents.config_checks import NetworkConfig
 from podrl.agents.reward_clip import RewardClipConfig
-
 from podrl.core.errors import require_bool, require_number
 
 if TYPE_CHECKING:

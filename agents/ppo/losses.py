@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+
 from podrl.agents.actor_critic import hyperparams_for
 from podrl.agents.networks import ActorCritic, action_distribution
 from podrl.agents.unroll import policy_and_value

@@ -15,6 +15,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+
 from podrl.agents.actor_critic import finish_update, shuffled_epoch
 from podrl.agents.masking import action_mask, masked_max
 from podrl.agents.optimizers import make_optimizer
@@ -22,9 +23,8 @@ from podrl.agents.pqn.config import PQNConfig
 from podrl.agents.pqn.losses import PQNBatch, make_loss_fn
 from podrl.agents.q_learning import QParts, next_params, q_agent, q_values
 from podrl.agents.returns import batched_q_lambda_returns, learner_rewards
-from podrl.envs.types import EnvSpec
-
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 

@@ -18,7 +18,6 @@ from typing import ClassVar
 from podrl.agents.config_base import AdamConfig, AgentConfigBase, EpochsConfig
 from podrl.agents.config_checks import EpsilonConfig, QNetworkConfig
 from podrl.agents.reward_clip import RewardClipConfig
-
 from podrl.core.errors import require_number
 
 

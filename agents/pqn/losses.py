@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 import chex
 import jax
 import jax.numpy as jnp
+
 from podrl.agents.q_learning import QNetwork
 
 if TYPE_CHECKING:

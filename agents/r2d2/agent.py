@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+
 from podrl.agents import prioritised
 from podrl.agents.actor_critic import check_total_updates, count_params
 from podrl.agents.cores import Carry, zero_carry
@@ -51,10 +52,9 @@ from podrl.agents.r2d2.losses import R2D2Batch, Step, make_loss_fn
 from podrl.agents.r2d2.networks import RecurrentQNetwork, bootstrap_q, q_unroll
 from podrl.agents.returns import learner_rewards
 from podrl.agents.unroll import reset_before
+from podrl.core.types import Agent, EnvColumns, TrainState, Trajectory
 from podrl.envs import observations
 from podrl.envs.types import EnvSpec
-
-from podrl.core.types import Agent, EnvColumns, TrainState, Trajectory
 
 Array = jax.Array
 

@@ -25,7 +25,6 @@ from podrl.agents.config_checks import (
     sequence_layout_problem,
 )
 from podrl.agents.reward_clip import RewardClipConfig
-
 from podrl.core.errors import ConfigError, require_bool, require_choice, require_int, require_number
 
 CORES = ("lstm", "gru")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 import chex
 import jax
 import jax.numpy as jnp
+
 from podrl.agents.masking import action_mask, select_value
 from podrl.agents.prioritised import sequence_priority
 from podrl.agents.r2d2.networks import RecurrentQNetwork, bootstrap_q, q_unroll

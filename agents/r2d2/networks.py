@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
 from podrl.agents.cores import CELLS, Carry, zero_carry
 from podrl.agents.torsos import make_torso
 from podrl.agents.unroll import shifted_bootstrap, unroll_core

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+
 from podrl.agents import replay
 from podrl.agents.continuous import (
     ContinuousParts,
@@ -35,9 +36,8 @@ from podrl.agents.continuous import (
 from podrl.agents.optimizers import base_optimizer
 from podrl.agents.sac.config import SACConfig
 from podrl.agents.sac.losses import actor_loss, soft_q_target, tanh_gaussian_log_prob, temperature_loss
-from podrl.envs.types import EnvSpec
-
 from podrl.core.types import Agent, Metrics, TrainState
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 

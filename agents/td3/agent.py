@@ -19,6 +19,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+
 from podrl.agents import replay
 from podrl.agents.continuous import (
     ContinuousLearnerState,
@@ -32,10 +33,9 @@ from podrl.agents.continuous import (
 )
 from podrl.agents.td3.config import TD3Config
 from podrl.agents.td3.losses import clipped_double_q_target, deterministic_actor_loss, smoothed_target_action
-from podrl.envs.types import EnvSpec
-
 from podrl.core.parallel import vary_like
 from podrl.core.types import Agent, Metrics, TrainState
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 

@@ -13,7 +13,6 @@ from typing import ClassVar
 
 from podrl.agents.config_base import AgentConfigBase
 from podrl.agents.config_checks import ContinuousControlConfig
-
 from podrl.core.errors import require_int, require_number
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import gymnasium
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
 from podrl.envs.adapters.atari import AtariProtocol, ale_vector_kwargs, atari_protocol, gymnasium_fallback_kwargs
 from podrl.envs.adapters.gymnasium import GymnasiumVectorEnv
 from podrl.envs.adapters.optional import MissingExtraError, import_optional

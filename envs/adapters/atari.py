@@ -53,6 +53,7 @@ import dataclasses
 from typing import Any
 
 import numpy as np
+
 from podrl.envs.errors import ConfigError
 
 FIELD = "env_kwargs"

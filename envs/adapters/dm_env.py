@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import dm_env
 import numpy as np
+
 from podrl.envs import observations
 from podrl.envs.adapters.specs import EpisodeTracker, convert_action_spec, convert_observation_spec
 from podrl.envs.types import ActionSpec, ObservationSpec, TimeStep

@@ -27,6 +27,7 @@ from typing import Any
 import dm_env
 import numpy as np
 from dm_env import specs
+
 from podrl.envs.adapters.dm_env import DmEnvVectorEnv
 from podrl.envs.adapters.optional import import_optional
 from podrl.envs.errors import UnknownEnvError

@@ -37,6 +37,7 @@ import jax
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+
 from podrl.envs import observations
 from podrl.envs.adapters import info_mask
 from podrl.envs.adapters.atari import life_lost

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 from dm_env import specs
+
 from podrl.envs.observations import ACTION_MASK, mask_of
 from podrl.envs.types import ObservationSpec
 

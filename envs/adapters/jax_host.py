@@ -22,6 +22,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 from podrl.envs.types import ActionSpec, JaxEnv, ObservationSpec, PRNGKey, TimeStep
 from podrl.envs.wrappers import batch_step, wrap_for_training
 

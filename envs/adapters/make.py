@@ -21,6 +21,7 @@ from typing import Any, Callable
 import dm_env
 import gymnasium
 from gymnasium.vector import VectorEnv
+
 from podrl.envs import schemes
 from podrl.envs.adapters.ale import import_ale, make_ale_env
 from podrl.envs.adapters.dm_env import DmEnvVectorEnv

@@ -24,6 +24,7 @@ import jax
 import numpy as np
 from dm_env import specs
 from gymnasium import spaces
+
 from podrl.envs import observations
 from podrl.envs.errors import UserInputError
 from podrl.envs.host import EXTRAS_KEYS, HostVectorEnv

@@ -17,14 +17,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from podrl.agents import AGENTS
 from podrl.agents.config_base import AgentConfigBase
 from podrl.agents.ppo import PPOConfig
-from podrl.envs.registry import make
-
 from podrl.anakin import AnakinConfig, train_anakin
 from podrl.core.parallel import learner_value_and_grad, sum_across_learners, vary_across_learners
 from podrl.core.types import Agent, TrainState
+from podrl.envs.registry import make
 from podrl.run.config import LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.testing import RULES, AgentCheckError, EnvSpecMismatchError, check_agent, check_env

@@ -6,12 +6,12 @@ import math
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from podrl.agents import AGENTS
 from podrl.agents.actor_critic import hyperparams_for
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.ppo import PPOConfig
 from podrl.agents.ppo.config import PPOHyperparams
-
 from podrl.core.errors import ConfigError
 
 
@@ -147,7 +147,6 @@ def test_a_users_config_gets_the_parts_checks_and_an_optimizer_without_epochs():
     `super().__post_init__()`), and `make_optimizer` anneals over one optimizer step per update."""
     from podrl.agents.config_base import AdamConfig, AgentConfigBase
     from podrl.agents.optimizers import make_optimizer
-
     from podrl.core.errors import require_number
 
     @dataclasses.dataclass(frozen=True)

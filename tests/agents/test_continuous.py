@@ -11,21 +11,21 @@ import numpy as np
 import pytest
 from dm_env import specs
 from jax.sharding import Mesh
-from podrl.agents.continuous import action_bounds, twin_q_loss
-from podrl.agents.sac import SACConfig, actor_loss, soft_q_target, tanh_gaussian_log_prob, temperature_loss
-from podrl.agents.td3 import TD3Config, clipped_double_q_target, smoothed_target_action
-from podrl.envs.registry import make
-from podrl.envs.types import EnvSpec, env_spec
 
 from checkpoints import anakin as checkpointed_anakin
 from checkpoints import leaves
 from continuous_tasks import REACH, REACH_TD3, REACH_THRESHOLDS, SMALL
+from podrl.agents.continuous import action_bounds, twin_q_loss
+from podrl.agents.sac import SACConfig, actor_loss, soft_q_target, tanh_gaussian_log_prob, temperature_loss
+from podrl.agents.td3 import TD3Config, clipped_double_q_target, smoothed_target_action
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.core.errors import ConfigError
 from podrl.core.learner_state import init_on_mesh
 from podrl.core.parallel import DATA_AXIS
 from podrl.core.types import Trajectory
+from podrl.envs.registry import make
+from podrl.envs.types import EnvSpec, env_spec
 from podrl.run.config import LoggingConfig
 from podrl.testing import layout_update
 from untrained import anakin_initial_return

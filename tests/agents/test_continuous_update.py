@@ -12,12 +12,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from podrl.agents.sac import SACConfig
-from podrl.agents.td3 import TD3Config
 
 from continuous_tasks import GAMMA, ONE_STEP, SAMPLES, SPEC, B, T, reward_one_rollout
 from one_device import update_on_one_device
 from parity import max_diffs
+from podrl.agents.sac import SACConfig
+from podrl.agents.td3 import TD3Config
 
 
 def hand_critic(critic, slope: float = 0.0, curvature: float = 0.0, offset: float = 0.0):

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from podrl.agents.conv import Conv, conv2d, conv_by_patches
 from podrl.agents.torsos import MinAtarCNN
 

@@ -9,18 +9,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from podrl.agents.dqn import DQNConfig, q_learning_target
-from podrl.envs.registry import make
-from podrl.envs.types import env_spec
 
 from checkpoints import anakin as checkpointed_anakin
 from checkpoints import leaves
 from one_device import update_on_one_device
 from parity import anakin_sebulba_states, max_diffs, sebulba_threads
+from podrl.agents.dqn import DQNConfig, q_learning_target
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.core.errors import ConfigError
 from podrl.core.types import Trajectory
+from podrl.envs.registry import make
+from podrl.envs.types import env_spec
 from podrl.run.config import LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from references import constant_q

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-import podrl.envs
 import pytest
+
+import podrl.envs
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.pqn import PQNConfig
 from podrl.agents.r2d2 import R2D2Config
-
 from podrl.core.types import EnvColumns
 
 CARTPOLE = podrl.envs.env_spec(podrl.envs.make("CartPole-v1"))

@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from podrl.agents.returns import batched_gae, gae
 
 GAMMA, LAMBDA = 0.9, 0.8

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+
 import podrl.envs
 from hand_replay import R2D2, R2D2_SPEC, replace
 from podrl.agents.muzero import MuZeroConfig

@@ -10,18 +10,18 @@ import pytest
 from dm_env import specs
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
+
+from impala_parts import DISCRETE, OBS, T, _setup, _sharded_update, _trajectory
 from podrl.agents.impala import ImpalaConfig, make_loss_fn
 from podrl.agents.impala.agent import _minibatches
 from podrl.agents.networks import ActorCritic, action_distribution
 from podrl.agents.optimizers import make_optimizer
-from podrl.envs.types import EnvSpec
-
-from impala_parts import DISCRETE, OBS, T, _setup, _sharded_update, _trajectory
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.core.errors import ConfigError
 from podrl.core.parallel import DATA_AXIS
 from podrl.core.types import Trajectory
+from podrl.envs.types import EnvSpec
 from podrl.run.config import LoggingConfig
 from references import numpy_vtrace
 from untrained import anakin_initial_return

@@ -6,10 +6,10 @@ and the terms weighted by value_coef and entropy_coef; the total against a float
 from __future__ import annotations
 
 import numpy as np
-from podrl.agents.impala.losses import make_loss_fn
-from podrl.agents.networks import ActorCritic, action_distribution
 
 from impala_parts import DISCRETE, _setup, _trajectory
+from podrl.agents.impala.losses import make_loss_fn
+from podrl.agents.networks import ActorCritic, action_distribution
 from references import numpy_vtrace
 
 FIELDS = dict(reward_clip=0.5, reward_scale=0.3, gamma=0.8, vtrace_lambda=0.7, value_coef=0.4, entropy_coef=0.05)

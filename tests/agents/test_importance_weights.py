@@ -15,8 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import podrl.envs
 import pytest
+
+import podrl.envs
 from hand_replay import (
     R2D2,
     R2D2_SPEC,
@@ -44,7 +45,6 @@ from podrl.agents.muzero.targets import WindowTargets
 from podrl.agents.off_policy import TargetLearnerState
 from podrl.agents.q_learning import QParts, make_q_network
 from podrl.agents.r2d2 import agent as r2d2_agent
-
 from podrl.core.types import Trajectory
 from references import constant_q, numpy_h, numpy_log_softmax, numpy_two_hot, numpy_value, with_head_biases
 

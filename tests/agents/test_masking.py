@@ -11,6 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from dm_env import specs
+
+from one_device import update_on_one_device
 from podrl.agents import masking
 from podrl.agents.dqn import DQNConfig, q_learning_target
 from podrl.agents.impala import ImpalaConfig
@@ -26,10 +28,8 @@ from podrl.agents.q_learning import QParts, make_q_network
 from podrl.agents.r2d2 import R2D2Config
 from podrl.agents.r2d2.agent import make_network as r2d2_network
 from podrl.agents.r2d2.losses import R2D2Batch, Step, learned_q_and_targets, n_step_q_targets
-from podrl.envs.types import EnvSpec
-
-from one_device import update_on_one_device
 from podrl.core.types import Trajectory
+from podrl.envs.types import EnvSpec
 
 A, OBS = 4, 3
 SPEC = EnvSpec({"x": specs.Array((OBS,), np.float32), "action_mask": specs.Array((A,), bool)},

@@ -3,6 +3,7 @@
 import importlib
 
 import pytest
+
 from podrl.agents import optimizers
 
 

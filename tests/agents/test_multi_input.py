@@ -9,10 +9,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import podrl.envs
 import pytest
 from dm_env import specs
 from jax.sharding import PartitionSpec as P
+
+import podrl.envs
 from podrl.agents.config_checks import ENCODERS
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.inputs import torso_input
@@ -21,12 +22,11 @@ from podrl.agents.ppo import PPOConfig
 from podrl.agents.replay import Transition, transitions
 from podrl.agents.sac import SACConfig
 from podrl.agents.torsos import EMBED_FEATURES, MinAtarCNN, ObservationInputs, make_torso
-from podrl.envs import observations
-from podrl.envs.types import EnvSpec
-
 from podrl.core.errors import ConfigError
 from podrl.core.mesh import data_mesh
 from podrl.core.types import Trajectory
+from podrl.envs import observations
+from podrl.envs.types import EnvSpec
 
 DICT_CUE = podrl.envs.env_spec(podrl.envs.make("DictCue-v0"))
 BLACKJACK = EnvSpec((specs.DiscreteArray(32), specs.DiscreteArray(11), specs.DiscreteArray(2)), specs.DiscreteArray(2))

@@ -10,6 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
+from one_device import update_on_one_device
 from podrl.agents.muzero import MuZeroConfig
 from podrl.agents.muzero.agent import (
     MuZeroParts,
@@ -19,12 +21,10 @@ from podrl.agents.muzero.agent import (
     search_bootstrap,
     stores_search_value,
 )
-from podrl.envs.registry import make
-from podrl.envs.types import env_spec
-
-from one_device import update_on_one_device
 from podrl.core.errors import ConfigError
 from podrl.core.types import Trajectory
+from podrl.envs.registry import make
+from podrl.envs.types import env_spec
 
 SPEC = env_spec(make("MatchCue-v0"))  # observations [4], 4 actions
 N, L = 3, 4

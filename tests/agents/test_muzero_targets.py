@@ -9,14 +9,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from podrl.agents import replay
 from podrl.agents.muzero import MuZeroConfig, scalar_to_two_hot, two_hot_to_scalar
 from podrl.agents.muzero.agent import MuZeroParts, batch_from_windows, make_network, rollout_steps
 from podrl.agents.muzero.targets import window_targets
+from podrl.core.types import Trajectory
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
-
-from podrl.core.types import Trajectory
 from references import numpy_two_hot
 
 

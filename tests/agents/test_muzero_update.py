@@ -11,15 +11,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from one_device import update_on_one_device
 from podrl.agents.muzero import MuZeroConfig
 from podrl.agents.muzero.agent import make_network
 from podrl.agents.muzero.losses import MuZeroBatch, make_loss_fn
 from podrl.agents.muzero.targets import WindowTargets
+from podrl.core.types import Trajectory
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
-
-from one_device import update_on_one_device
-from podrl.core.types import Trajectory
 from references import numpy_h, numpy_log_softmax, numpy_two_hot, numpy_value, with_head_biases
 
 SPEC = env_spec(make("MatchCue-v0"))  # observations [4], 4 actions

@@ -8,8 +8,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import podrl.envs
 import pytest
+
+import podrl.envs
 from podrl.agents.continuous import TwinCritic
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.impala import ImpalaConfig
@@ -25,7 +26,6 @@ from podrl.agents.r2d2 import agent as r2d2_agent
 from podrl.agents.r2d2.networks import RecurrentQNetwork
 from podrl.agents.sac import SACConfig
 from podrl.agents.td3 import TD3Config
-
 from podrl.core.errors import ConfigError
 
 CARTPOLE = podrl.envs.env_spec(podrl.envs.make("CartPole-v1"))  # observations [4], 2 actions

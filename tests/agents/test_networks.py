@@ -8,15 +8,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from dm_env import specs
+
+from one_device import update_on_one_device
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.networks import make_network
 from podrl.agents.ppo import PPOConfig
 from podrl.agents.torsos import channels_first, make_torso
-from podrl.envs.types import EnvSpec
-
-from one_device import update_on_one_device
 from podrl.core.errors import ConfigError
 from podrl.core.types import Trajectory
+from podrl.envs.types import EnvSpec
 
 ATARI = (4, 84, 84)
 MINATAR = (10, 10, 4)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-import podrl.envs
 import pytest
+
+import podrl.envs
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.muzero import MuZeroConfig

@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 from dm_env import specs
-from podrl.agents.ppo import PPOConfig
-from podrl.envs.types import EnvSpec
 
+from podrl.agents.ppo import PPOConfig
 from podrl.core.errors import ConfigError
+from podrl.envs.types import EnvSpec
 
 
 def test_defaults_are_the_classic_cartpole_ppo():
@@ -91,6 +91,7 @@ def test_big_models_keep_a_per_leaf_optimizer_small_ones_are_flattened():
     import jax
     import numpy as np
     from dm_env import specs
+
     from podrl.agents.actor_critic import count_params
     from podrl.agents.networks import make_network
     from podrl.agents.optimizers import FLATTEN_MAX_PARAMS

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from dm_env import specs
+
 from podrl.agents import networks as nets
 from podrl.agents.networks import make_network
 from podrl.agents.ppo import PPOBatch, PPOConfig, make_loss_fn

@@ -5,15 +5,15 @@ the params, Anakin/Sebulba parity, and learning CartPole-v1 in both layouts."""
 import jax
 import jax.numpy as jnp
 import numpy as np
-import podrl.envs
 import pytest
 from dm_env import specs
+
+import podrl.envs
+from one_device import update_on_one_device
+from parity import QUIET, anakin_sebulba_params, max_diffs
 from podrl.agents.pqn import PQNConfig
 from podrl.agents.q_learning import epsilon_greedy, epsilon_schedule
 from podrl.agents.returns import batched_q_lambda_returns, q_lambda_returns
-
-from one_device import update_on_one_device
-from parity import QUIET, anakin_sebulba_params, max_diffs
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.core.errors import ConfigError

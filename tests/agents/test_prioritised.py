@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from podrl.agents import prioritised
 
+from podrl.agents import prioritised
 from references import ALPHA_TEST, chi_square_p
 
 B, T, PERIOD, WINDOW, ROWS = 3, 4, 2, 5, 10

@@ -11,17 +11,17 @@ import math
 import jax
 import numpy as np
 import pytest
-from podrl.agents.r2d2 import R2D2Config, apex_epsilons
-from podrl.envs.registry import make
-from podrl.envs.types import env_spec
 
 from checkpoints import anakin as checkpointed_anakin
 from checkpoints import leaves
 from parity import anakin_sebulba_states, max_diffs, sebulba_threads
+from podrl.agents.r2d2 import R2D2Config, apex_epsilons
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.core.errors import ConfigError
 from podrl.core.types import EnvColumns
+from podrl.envs.registry import make
+from podrl.envs.types import env_spec
 from podrl.run.config import LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
 

@@ -9,19 +9,19 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-import podrl.envs
 import pytest
+
+import podrl.envs
 from podrl.agents import prioritised, sum_tree
 from podrl.agents.r2d2 import R2D2Config, losses
 from podrl.agents.r2d2 import agent as r2d2_agent
 from podrl.agents.replay import n_step_targets
 from podrl.agents.unroll import reset_before
 from podrl.agents.value_rescaling import inverse_value_transform, value_transform
-from podrl.envs.wrappers import TimeLimit, wrap_for_training
-
 from podrl.anakin.rollout import reset_batch, rollout
 from podrl.core.learner_state import shard_global, shard_local
 from podrl.core.types import Trajectory
+from podrl.envs.wrappers import TimeLimit, wrap_for_training
 from podrl.testing import layout_update
 
 T, B, ROLLOUTS = 12, 4, 4

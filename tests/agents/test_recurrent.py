@@ -6,21 +6,21 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import podrl.envs
 import pytest
+
+import podrl.envs
+from parity import anakin_sebulba_params, max_diffs
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.networks import make_network
 from podrl.agents.ppo import PPOConfig
 from podrl.agents.unroll import trajectory_outputs, unroll
-from podrl.envs.tiny import RecallCue
-from podrl.envs.types import LAST
-from podrl.envs.wrappers import TimeLimit, wrap_for_training
-
-from parity import anakin_sebulba_params, max_diffs
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.anakin.rollout import reset_batch, rollout
 from podrl.core.errors import ConfigError
+from podrl.envs.tiny import RecallCue
+from podrl.envs.types import LAST
+from podrl.envs.wrappers import TimeLimit, wrap_for_training
 from podrl.run.config import LoggingConfig
 
 QUIET = LoggingConfig(run_dir=None, console=False)

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
-from podrl.agents import replay
 
+from podrl.agents import replay
 from podrl.core.learner_state import init_on_mesh
 from podrl.core.mesh import data_mesh
 from podrl.core.parallel import DATA_AXIS, mean_across_learners

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-import podrl.envs
 import pytest
+
+import podrl.envs
+from continuous_tasks import ONE_STEP, SPEC, reward_one_rollout
+from one_device import update_on_one_device
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.muzero import MuZeroConfig
 from podrl.agents.r2d2 import R2D2Config
 from podrl.agents.sac import SACConfig
 from podrl.agents.td3 import TD3Config
-
-from continuous_tasks import ONE_STEP, SPEC, reward_one_rollout
-from one_device import update_on_one_device
 from podrl.core.types import Trajectory
 
 CARTPOLE = podrl.envs.env_spec(podrl.envs.make("CartPole-v1"))

@@ -10,8 +10,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import podrl.envs
 import pytest
+
+import podrl.envs
 from podrl.agents import continuous
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.dqn import agent as dqn_agent
@@ -25,7 +26,6 @@ from podrl.agents.r2d2 import R2D2Config
 from podrl.agents.r2d2 import agent as r2d2_agent
 from podrl.agents.sac import SACConfig
 from podrl.agents.td3 import TD3Config
-
 from podrl.core.types import Trajectory
 
 T, B, CLIP, SCALE = 4, 3, 1.5, 0.5

@@ -9,8 +9,9 @@ from __future__ import annotations
 import jax
 import mctx
 import numpy as np
-import podrl.envs
 import pytest
+
+import podrl.envs
 from podrl.agents.muzero import MuZeroConfig
 from podrl.agents.muzero.agent import make_network
 from podrl.agents.muzero.search import make_recurrent_fn, root

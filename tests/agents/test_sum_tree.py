@@ -6,8 +6,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from podrl.agents import sum_tree
 
+from podrl.agents import sum_tree
 from references import ALPHA_TEST, chi_square_p
 
 DRAWS = 200_000

@@ -13,6 +13,7 @@ import functools
 import jax
 import numpy as np
 import pytest
+
 from hand_replay import (
     R2D2,
     R2D2_SPEC,

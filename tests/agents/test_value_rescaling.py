@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-from podrl.agents.value_rescaling import H_EPSILON, inverse_value_transform, value_transform
 
+from podrl.agents.value_rescaling import H_EPSILON, inverse_value_transform, value_transform
 from references import numpy_h
 
 

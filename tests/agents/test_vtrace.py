@@ -4,8 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from podrl.agents.returns import batched_vtrace, vtrace
 
+from podrl.agents.returns import batched_vtrace, vtrace
 from references import numpy_vtrace
 
 GAMMA = 0.9

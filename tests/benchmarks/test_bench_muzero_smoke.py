@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from podrl.agents.muzero import MuZeroConfig
 
 from benchmarks.muzero import replay_fields
+from podrl.agents.muzero import MuZeroConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,12 +1,11 @@
 """Smoke test of benchmarks/r2d2_sebulba.py, in process: one small point measured, and the replay's bytes of
 `minatar-r2d2` from its shapes. No timing is asserted."""
 
+from benchmarks import r2d2_sebulba as bench
 from podrl.agents.r2d2 import R2D2Config
+from podrl.cli.presets import PRESETS
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
-
-from benchmarks import r2d2_sebulba as bench
-from podrl.cli.presets import PRESETS
 
 
 def test_r2d2_benchmark_measures_a_point_and_the_replay_bytes(cpu_devices):

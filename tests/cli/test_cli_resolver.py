@@ -151,10 +151,9 @@ def test_help_groups_the_flags_and_speaks_of_its_layout(tmp_path):
 
 
 def test_an_experiment_parses_its_strings_once():
-    from podrl.envs.schemes import SCHEMES, split
-
     from podrl.anakin.config import AnakinConfig
     from podrl.cli.experiment import default_experiment
+    from podrl.envs.schemes import SCHEMES, split
     from podrl.sebulba.config import SebulbaConfig
 
     run = SebulbaConfig(env="ale:Pong", env_kwargs=("protocol=dqn", "full_action_space=True"), lag="1")

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from podrl.agents.impala import ImpalaConfig
-from podrl.agents.ppo import PPOConfig
 
 import podrl.anakin.setup
+from podrl.agents.impala import ImpalaConfig
+from podrl.agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.core.errors import ConfigError

@@ -22,13 +22,13 @@ from pathlib import Path
 import gymnasium
 import jax
 import numpy as np
-import podrl.envs
 import pytest
-from podrl.agents.ppo import PPOConfig
-from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 
+import podrl.envs
+from podrl.agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
+from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.run.config import LoggingConfig
 from podrl.run.evaluation import evaluate_greedy, evaluate_host_greedy
 from untrained import sebulba_initial_params
@@ -182,7 +182,6 @@ def test_sebulba_checkpoint_and_step_selection(evaluate_module, trained, tmp_pat
     JAX CartPole on the host: its greedy returns differ from episode to episode and
     change with the env seed and with the params, so a wrong seed or wrong params shows."""
     from podrl.envs.adapters.make import make_host_env
-
     from podrl.sebulba import SebulbaConfig, train_sebulba
 
     config = SebulbaConfig(env="jax:CartPole-v1", envs_per_thread=4, rollout_length=8, total_steps=4 * 8 * 2,

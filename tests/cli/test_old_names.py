@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from podrl.agents.ppo import PPOConfig
-from podrl.envs.registry import renamed_env
 
+from podrl.agents.ppo import PPOConfig
 from podrl.anakin import AnakinConfig, train_anakin
+from podrl.envs.registry import renamed_env
 from podrl.run.config import LoggingConfig
 
 PODRL = [sys.executable, "-m", "podrl"]

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from podrl.agents import UnknownAgentError, agent_name, config_from_saved
 from podrl.agents.ppo import PPOConfig
-
 from podrl.anakin import AnakinConfig, train_anakin
 from podrl.core.errors import ConfigError
 from podrl.run.config import LoggingConfig
@@ -172,7 +172,6 @@ def test_an_installed_packages_agents_are_named_on_the_command_line_beside_podrl
     import importlib.metadata
 
     import podrl.agents
-
     from podrl.cli import flags
     from podrl.cli.flags import resolve
 

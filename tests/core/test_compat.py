@@ -15,11 +15,11 @@ import jax.numpy as jnp
 import pytest
 from jax.sharding import PartitionSpec as P
 from packaging.requirements import Requirement
-from podrl.envs.varying import vary_over, varying_axes
 
 from podrl.core import compat
 from podrl.core.mesh import data_mesh, population_mesh
 from podrl.core.parallel import DATA_AXIS
+from podrl.envs.varying import vary_over, varying_axes
 
 ROOT = Path(__file__).resolve().parents[2]
 

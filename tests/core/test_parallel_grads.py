@@ -7,13 +7,13 @@ import pytest
 from dm_env import specs
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
+
 from podrl.agents.networks import make_network
 from podrl.agents.ppo import PPOBatch, PPOConfig, make_loss_fn
-from podrl.envs.types import EnvSpec
-
 from podrl.core.errors import ConfigError
 from podrl.core.parallel import DATA_AXIS, learner_metrics, learner_value_and_grad, mean_across_learners
 from podrl.core.types import Trajectory
+from podrl.envs.types import EnvSpec
 from podrl.testing import layout_update
 
 OBS = 4

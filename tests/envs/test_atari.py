@@ -15,17 +15,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from dm_env import specs
-from podrl.agents.impala import ImpalaConfig
-from podrl.agents.ppo import PPOConfig
-from podrl.agents.returns import learner_rewards
-from podrl.envs.adapters import DmEnvVectorEnv, GymnasiumVectorEnv, make_host_env
-from podrl.envs.adapters.atari import PROTOCOLS, atari_protocol, gymnasium_fallback_kwargs, life_lost
-from podrl.envs.types import LAST, MID
 
 from cli_runs import assert_user_error, run
 from impala_parts import _sharded_update
+from podrl.agents.impala import ImpalaConfig
+from podrl.agents.ppo import PPOConfig
+from podrl.agents.returns import learner_rewards
 from podrl.core.errors import ConfigError
 from podrl.core.types import Agent, Trajectory
+from podrl.envs.adapters import DmEnvVectorEnv, GymnasiumVectorEnv, make_host_env
+from podrl.envs.adapters.atari import PROTOCOLS, atari_protocol, gymnasium_fallback_kwargs, life_lost
+from podrl.envs.types import LAST, MID
 from podrl.run.config import LoggingConfig
 from podrl.run.config_json import config_from_json, jsonable
 from podrl.run.evaluation import evaluate_host_greedy

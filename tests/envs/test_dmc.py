@@ -6,6 +6,8 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+
+from dev_extra import require
 from podrl.agents import replay
 from podrl.agents.sac import SACConfig
 from podrl.envs.adapters.dmc import task_names
@@ -14,8 +16,6 @@ from podrl.envs.adapters.specs import check_host_env
 from podrl.envs.errors import UserInputError
 from podrl.envs.registry import UnknownEnvError
 from podrl.envs.types import LAST, MID
-
-from dev_extra import require
 from podrl.run.config import LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.sebulba.transport import stack_rollout, step_record

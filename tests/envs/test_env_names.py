@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import podrl.envs
 import pytest
+
+import podrl.envs
 from podrl.envs.adapters import JaxHostVectorEnv, make_host_env
 
 

@@ -16,9 +16,10 @@ import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
-import podrl.envs
 import pytest
 from dm_env import specs
+
+import podrl.envs
 from podrl.envs import observations
 from podrl.envs.acrobot import Acrobot, AcrobotState
 from podrl.envs.cartpole import CartPole, CartPoleState

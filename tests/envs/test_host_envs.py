@@ -13,12 +13,15 @@ import dm_env
 import gymnasium
 import jax
 import numpy as np
-import podrl.envs
 import pytest
 from dm_env import specs
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import TimeLimit
+
+import podrl.envs
+from dev_extra import require
+from podrl.anakin.rollout import reset_batch
 from podrl.envs.adapters import (
     DmEnvVectorEnv,
     EnvSpecMismatchError,
@@ -33,9 +36,6 @@ from podrl.envs.adapters import (
 )
 from podrl.envs.host import HostVectorEnv
 from podrl.envs.types import FIRST, LAST, MID
-
-from dev_extra import require
-from podrl.anakin.rollout import reset_batch
 
 # ---------------------------------------------------------------- a scripted gymnasium env
 

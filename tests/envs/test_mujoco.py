@@ -12,6 +12,7 @@ import jax
 import mujoco  # noqa: F401  (in [dev]: a broken install fails here, never skips)
 import numpy as np
 import pytest
+
 from podrl.agents import replay
 from podrl.agents.ppo import PPOConfig
 from podrl.agents.sac import SACConfig
@@ -19,7 +20,6 @@ from podrl.agents.td3 import TD3Config
 from podrl.envs.adapters.make import make_host_env
 from podrl.envs.adapters.specs import check_host_env
 from podrl.envs.types import FIRST, LAST, MID
-
 from podrl.run.config import LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.sebulba.transport import stack_rollout, step_record

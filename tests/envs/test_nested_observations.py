@@ -14,11 +14,13 @@ import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
-import podrl.envs
 import pytest
 from dm_env import specs
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
+
+import podrl.envs
+from gym_tasks import make_masked_dict_task
 from podrl.envs import observations
 from podrl.envs.adapters import (
     DmEnvVectorEnv,
@@ -30,8 +32,6 @@ from podrl.envs.adapters import (
     make_host_env,
 )
 from podrl.envs.wrappers import AutoReset
-
-from gym_tasks import make_masked_dict_task
 
 
 def direct(factory, seed: int, num_envs: int, actions: np.ndarray) -> list[dict]:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import sys
 
 import pytest
+
+import dev_extra
 from podrl.envs.adapters.dmc import task_names
 from podrl.envs.adapters.make import make_host_env
 from podrl.envs.adapters.optional import MissingExtraError, wheel_note
-
-import dev_extra
 
 
 @pytest.mark.parametrize("build", [lambda name: make_host_env(name, 1), lambda name: task_names()])

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from podrl.agents.ppo import PPOConfig
 
+from podrl.agents.ppo import PPOConfig
 from untrained import sebulba_initial_return
 
 ROOT = Path(__file__).resolve().parents[2]

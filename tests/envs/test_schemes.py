@@ -7,15 +7,15 @@ from __future__ import annotations
 import importlib
 
 import numpy as np
-import podrl.envs
 import pytest
+
+import podrl.envs
+from dev_extra import require
 from podrl.envs import schemes
 from podrl.envs.adapters.make import make_host_env
 from podrl.envs.errors import ConfigError
 from podrl.envs.registry import UnknownEnvError, check_name
 from podrl.envs.schemes import FORMS, LAYOUTS, SCHEMES, expected, forms, help_text, split
-
-from dev_extra import require
 
 
 def test_split_tells_a_scheme_from_a_plain_name():

@@ -13,9 +13,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import podrl.envs
 import pytest
 from dm_env import specs
+
+import podrl.envs
 from podrl.envs import FIRST, LAST, MID, AutoReset, EpisodeStats, TimeLimit, wrap_for_training
 from podrl.envs.types import restart, transition
 
@@ -292,10 +293,10 @@ class ConstantObservation(Counter):
 
 def test_step_batch_inside_shard_map_when_the_step_varies_over_fewer_axes_than_the_reset():
     from jax.sharding import PartitionSpec as P
-    from podrl.envs.varying import vary_over
 
     from podrl.core.mesh import data_mesh, local_devices
     from podrl.core.parallel import DATA_AXIS, match_varying
+    from podrl.envs.varying import vary_over
 
     env = wrap_for_training(ConstantObservation(terminate_at=3))
     keys = jax.random.split(jax.random.key(0), 4)

@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-import podrl.envs
 import pytest
+
+import podrl.envs
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.muzero import MuZeroConfig
 from podrl.agents.ppo import PPOConfig
 from podrl.agents.pqn import PQNConfig
 from podrl.agents.r2d2 import R2D2Config
-from podrl.envs.adapters.jax_host import JaxHostVectorEnv
-from podrl.envs.tiny import MaskedCue
-
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.core.errors import NoLegalActionError
+from podrl.envs.adapters.jax_host import JaxHostVectorEnv
+from podrl.envs.tiny import MaskedCue
 from podrl.run.config import LoggingConfig
 from podrl.run.evaluation import evaluate_greedy, evaluate_host_greedy
 from podrl.sebulba import SebulbaConfig, train_sebulba

@@ -8,11 +8,11 @@ import json
 import jax
 import jax.numpy as jnp
 import numpy as np
-import podrl.envs
 import pytest
-from podrl.agents.ppo import PPOConfig
 
+import podrl.envs
 from faulty_envs import NaNAfter
+from podrl.agents.ppo import PPOConfig
 from podrl.anakin import AnakinCompiled, NonFiniteError, train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.core.mesh import data_mesh

@@ -8,9 +8,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import podrl.envs
 import pytest
 
+import podrl.envs
 from checkpoints import AGENT, tiny_anakin_run
 from podrl.anakin import train_anakin
 from podrl.core.keys import eval_keys, eval_seed, per_seed_keys

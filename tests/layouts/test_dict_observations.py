@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from podrl.agents.dqn import DQNConfig
-from podrl.agents.ppo import PPOConfig
 
 from checkpoints import leaves, logs
+from podrl.agents.dqn import DQNConfig
+from podrl.agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.cli.evaluate import evaluate_checkpoint

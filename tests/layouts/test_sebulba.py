@@ -12,18 +12,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from podrl.agents.impala import ImpalaConfig
-from podrl.agents.ppo import PPOConfig
-from podrl.agents.sac import SACConfig
-from podrl.agents.td3 import TD3Config
-from podrl.envs.adapters.jax_host import JaxHostVectorEnv
-from podrl.envs.registry import make
 
 from continuous_tasks import REACH, REACH_SEBULBA_STEPS, REACH_TD3, REACH_THRESHOLDS
 from continuous_tasks import SMALL as CONTINUOUS_SMALL
 from parity import QUIET, anakin_sebulba_params, max_diffs, sebulba_threads, tiny
+from podrl.agents.impala import ImpalaConfig
+from podrl.agents.ppo import PPOConfig
+from podrl.agents.sac import SACConfig
+from podrl.agents.td3 import TD3Config
 from podrl.core.errors import ConfigError, NonFiniteError
 from podrl.core.parallel import mean_across_learners
+from podrl.envs.adapters.jax_host import JaxHostVectorEnv
+from podrl.envs.registry import make
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.sebulba.rollout import JOIN_GRACE_S
 

@@ -24,14 +24,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from dm_env import specs
-from podrl.agents.ppo import PPOConfig
-from podrl.envs.adapters.make import make_host_env
-from podrl.envs.types import FIRST, LAST, MID, EnvSpec, TimeStep
 
 from parity import sebulba_threads, tiny
+from podrl.agents.ppo import PPOConfig
 from podrl.core.keys import group_step_keys, update_keys
 from podrl.core.mesh import data_mesh
 from podrl.core.types import Agent, TrainState
+from podrl.envs.adapters.make import make_host_env
+from podrl.envs.types import FIRST, LAST, MID, EnvSpec, TimeStep
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.rollout import ActorLink, ActorPolicy, ActorThread, make_act_step, warm_up
@@ -383,6 +383,7 @@ def test_actor_cpus_must_be_cores_of_this_process():
 def test_env_thread_pinning_reaches_the_backends(monkeypatch):
     """thread_affinity_offset (opt-in) reaches ale-py's AtariVectorEnv and envpool; by default neither gets it."""
     import ale_py
+
     from podrl.envs.adapters.atari import atari_protocol, envpool_kwargs
 
     seen = []

@@ -9,11 +9,11 @@ import jax
 import numpy as np
 import pytest
 from dm_env import specs
+
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.ppo import PPOConfig
 from podrl.envs.adapters import DmEnvVectorEnv
 from podrl.envs.types import EnvSpec
-
 from podrl.run.config import LoggingConfig
 from podrl.run.evaluation import evaluate_host_greedy
 from podrl.sebulba import SebulbaConfig, train_sebulba

@@ -11,10 +11,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from podrl.agents.dqn import DQNConfig
 
 from checkpoints import state_leaves
 from parity import sebulba_threads
+from podrl.agents.dqn import DQNConfig
 from podrl.run import driver
 from podrl.run.checkpoint import Checkpointer
 from podrl.run.config import CheckpointConfig, LoggingConfig

@@ -7,10 +7,10 @@ R2D2's Ape-X epsilons, depends on it; across hosts: tests/system/test_multihost.
 from __future__ import annotations
 
 import pytest
-from podrl.agents.ppo import PPOConfig
 
 from multihost_worker import recording_columns
 from parity import sebulba_threads, tiny
+from podrl.agents.ppo import PPOConfig
 from podrl.sebulba import train_sebulba
 from podrl.sebulba.learner import LearnerStep
 from podrl.sebulba.params import ParamsSource

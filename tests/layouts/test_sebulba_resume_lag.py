@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from podrl.agents.ppo import PPOConfig
 
 from parity import sebulba_threads, tiny
+from podrl.agents.ppo import PPOConfig
 from podrl.run.config import CheckpointConfig
 from podrl.sebulba import train_sebulba
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from podrl.agents.dqn import DQNConfig
 
 from checkpoints import anakin, leaves
+from podrl.agents.dqn import DQNConfig
 from podrl.anakin.setup import build
 from podrl.run.checkpoint import Checkpointer, RunCheckpoints
 from podrl.run.config import CheckpointConfig

@@ -12,14 +12,14 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from podrl.agents.ppo import PPOConfig
-from podrl.agents.pqn import PQNConfig
-from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 
 from checkpoints import anakin, leaves, logs
 from compile_spy import spy_compiles
+from podrl.agents.ppo import PPOConfig
+from podrl.agents.pqn import PQNConfig
 from podrl.anakin import train_anakin
 from podrl.core.errors import ConfigError
+from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.run.checkpoint import Checkpointer
 from podrl.run.checkpoint_folder import resume_dir
 from podrl.run.config import CheckpointConfig

@@ -9,10 +9,10 @@ import os
 
 import jax
 import numpy as np
-import podrl.envs
 import pytest
-from podrl.agents.ppo import PPOConfig
 
+import podrl.envs
+from podrl.agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.run.checkpoint import Checkpointer

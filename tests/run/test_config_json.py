@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.ppo import PPOConfig
-
 from podrl.anakin.config import AnakinConfig
 from podrl.core.errors import ConfigError
 from podrl.run.config import CheckpointConfig

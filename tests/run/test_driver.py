@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 
 from faulty_envs import NaNAfter, NaNWhenRepeated
 from podrl.anakin import train_anakin
 from podrl.core.errors import ConfigError, NonFiniteError
+from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.run.checkpoint import Checkpointer
 from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.run.driver import eval_due, reached_target

@@ -10,11 +10,11 @@ import threading
 
 import numpy as np
 import pytest
-from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 
 from faulty_envs import NaNWhenRepeated
 from podrl.anakin import train_anakin
 from podrl.core.errors import ConfigError, NonFiniteError
+from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.run.eval_worker import EvalWorker
 from podrl.run.watchdog import StageTimeout

@@ -20,22 +20,22 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import numpy as np
-import podrl.envs
 import pytest
 from dm_env import specs
+
+import podrl.envs
+from checkpoints import AGENT, state_leaves, tiny_anakin_run
+from faulty_envs import NaNAfter
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.ppo import PPOConfig
 from podrl.agents.pqn import PQNConfig
-from podrl.envs.adapters.jax_host import JaxHostVectorEnv
-from podrl.envs.adapters.specs import EnvSpecMismatchError, check_host_env
-
-from checkpoints import AGENT, state_leaves, tiny_anakin_run
-from faulty_envs import NaNAfter
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
 from podrl.core.distributed import DistributedConfig
 from podrl.core.errors import ConfigError, NonFiniteError
+from podrl.envs.adapters.jax_host import JaxHostVectorEnv
+from podrl.envs.adapters.specs import EnvSpecMismatchError, check_host_env
 from podrl.run.checkpoint import Checkpointer, CheckpointError
 from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba

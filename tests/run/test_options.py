@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from podrl.agents.ppo import PPOConfig
-from podrl.envs.schemes import help_text
 
+from podrl.agents.ppo import PPOConfig
 from podrl.anakin.config import AnakinConfig
 from podrl.cli.experiment import Experiment
 from podrl.cli.flags import BOXES, nested_configs, run_boxes
 from podrl.core.errors import ConfigError
+from podrl.envs.schemes import help_text
 from podrl.run.config import CheckpointConfig, LoggingConfig, RunConfig
 from podrl.run.config_json import resolved_config
 from podrl.run.options import MAY_CHANGE, MUST_MATCH, help_of, may_change_on_resume, option, option_of

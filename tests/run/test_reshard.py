@@ -9,10 +9,10 @@ import dataclasses
 
 import numpy as np
 import pytest
-from podrl.agents.dqn import DQNConfig
-from podrl.agents.replay import ReplayBuffer, redistribute, refill
 
 from checkpoints import anakin
+from podrl.agents.dqn import DQNConfig
+from podrl.agents.replay import ReplayBuffer, redistribute, refill
 from podrl.anakin import train_anakin
 from podrl.anakin.program import AnakinProgram
 from podrl.anakin.setup import build

@@ -150,7 +150,6 @@ def test_the_field_guard_lists_every_field_of_every_agent_and_layout_config():
     import dataclasses
 
     from podrl.agents import AGENTS
-
     from podrl.anakin.config import AnakinConfig
     from podrl.sebulba.config import SebulbaConfig
     from tools import field_guard

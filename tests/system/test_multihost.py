@@ -55,7 +55,6 @@ def test_anakin_two_processes_match_one_process_with_four_devices(tmp_path, cpu_
     assert "| eval " in result.stdout
 
     from podrl.agents.ppo import PPOConfig
-
     from podrl.anakin import train_anakin
     from podrl.run.config import LoggingConfig
 
@@ -80,7 +79,6 @@ def test_population_rows_span_two_processes_with_pbt(tmp_path, cpu_devices):
     assert eval0 == eval1
 
     from podrl.agents.ppo import PPOConfig
-
     from podrl.anakin import train_anakin
     from podrl.run.config import LoggingConfig
 
