@@ -35,7 +35,6 @@ from typing import Any, Callable
 import gymnasium
 import jax
 import numpy as np
-from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from podrl.envs import observations
@@ -46,6 +45,7 @@ from podrl.envs.adapters.specs import (
     EpisodeTracker,
     convert_action_spec,
     convert_observation_spec,
+    explain_single_env,
 )
 from podrl.envs.types import ActionSpec, ObservationSpec, TimeStep
 
@@ -100,44 +100,6 @@ def single_env_factory(env: str | Callable[[], gymnasium.Env], **make_kwargs: An
         f"expected a gymnasium id or a callable returning a gymnasium.Env (without make "
         f"kwargs), got {env!r} with kwargs {sorted(make_kwargs)}"
     )
-
-
-def explain_single_env(factory: Callable[[], gymnasium.Env], method: str, seed: int,
-                       steps: int = 8) -> EnvSpecMismatchError | None:
-    """Replays one env from `factory` (reset, then up to `steps` random steps if `method` is
-    "step") and names the first observation whose shape or dtype kind breaks its
-    `observation_space`; None if none does or the env cannot be replayed alone.
-
-    A vector env reports such an observation only as a failed copy into its batch
-    buffer ("Output array is the wrong shape"), which reads like a bad action.
-    """
-    try:
-        env = factory()
-    except Exception:  # noqa: BLE001 - nothing to explain with
-        return None
-    space, name = env.observation_space, type(env.unwrapped).__name__
-    if isinstance(space, (spaces.Dict, spaces.Tuple)):  # nested: the batch copy names the leaf itself
-        env.close()
-        return None
-    try:
-        obs, _ = env.reset(seed=seed)
-        for i in range(steps + 1 if method == "step" else 1):
-            if i:
-                obs = env.step(env.action_space.sample())[0]
-            got = np.asarray(obs)
-            where = "reset" if i == 0 else "step"
-            fix = f"return observations that match observation_space ({space}), or declare the space they have"
-            if got.shape != space.shape:
-                return EnvSpecMismatchError(name, where, "observation shape",
-                                            f"{space.shape} (observation_space.shape)", got.shape, fix)
-            if space.dtype is not None and got.dtype.kind != np.dtype(space.dtype).kind:
-                return EnvSpecMismatchError(name, where, "observation dtype",
-                                            f"{space.dtype} (observation_space.dtype)", got.dtype, fix)
-    except Exception:  # noqa: BLE001 - the env fails alone too: not an observation problem
-        return None
-    finally:
-        env.close()
-    return None
 
 
 def build_vector_env(
