@@ -31,17 +31,16 @@ import importlib.metadata
 import sys
 from typing import Any, NamedTuple
 
-from podrl.core.errors import ConfigError
-from podrl.envs.registry import ImportPathError, import_path
-
 from podrl.agents.dqn.config import DQNConfig
 from podrl.agents.impala.config import ImpalaConfig
 from podrl.agents.muzero.config import MuZeroConfig
-from podrl.agents.pqn.config import PQNConfig
 from podrl.agents.ppo.config import PPOConfig
+from podrl.agents.pqn.config import PQNConfig
 from podrl.agents.r2d2.config import R2D2Config
 from podrl.agents.sac.config import SACConfig
 from podrl.agents.td3.config import TD3Config
+from podrl.core.errors import ConfigError
+from podrl.envs.registry import ImportPathError, import_path
 
 
 class AgentEntry(NamedTuple):
@@ -54,12 +53,17 @@ class AgentEntry(NamedTuple):
 AGENTS: dict[str, AgentEntry] = {
     "ppo": AgentEntry(PPOConfig, "Proximal Policy Optimization with GAE."),
     "impala": AgentEntry(ImpalaConfig, "IMPALA: actor-critic with V-trace."),
-    "pqn": AgentEntry(PQNConfig, "PQN: Q(lambda) on parallel rollouts, LayerNorm, epsilon-greedy; no replay, no target net."),
+    "pqn": AgentEntry(PQNConfig, "PQN: Q(lambda) on parallel rollouts, LayerNorm, epsilon-greedy; no replay, "
+                                 "no target net."),
     "dqn": AgentEntry(DQNConfig, "DQN: replay buffer per learner shard, target network, Double DQN, n-step."),
-    "sac": AgentEntry(SACConfig, "SAC (continuous actions): tanh-Gaussian actor, twin soft Q critics, learned temperature."),
-    "td3": AgentEntry(TD3Config, "TD3 (continuous actions): twin critics, target policy smoothing, delayed actor updates."),
-    "muzero": AgentEntry(MuZeroConfig, "MuZero / Gumbel MuZero: search (mctx) over a learned model, sequence replay per learner shard."),
-    "r2d2": AgentEntry(R2D2Config, "R2D2: recurrent Q network, prioritised sequence replay per learner shard, burn-in, Ape-X epsilons."),
+    "sac": AgentEntry(SACConfig, "SAC (continuous actions): tanh-Gaussian actor, twin soft Q critics, "
+                                 "learned temperature."),
+    "td3": AgentEntry(TD3Config, "TD3 (continuous actions): twin critics, target policy smoothing, "
+                                 "delayed actor updates."),
+    "muzero": AgentEntry(MuZeroConfig, "MuZero / Gumbel MuZero: search (mctx) over a learned model, "
+                                       "sequence replay per learner shard."),
+    "r2d2": AgentEntry(R2D2Config, "R2D2: recurrent Q network, prioritised sequence replay per learner shard, "
+                                   "burn-in, Ape-X epsilons."),
 }
 """CLI name -> agent; the first entry is the default."""
 

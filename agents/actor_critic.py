@@ -32,10 +32,10 @@ from podrl.agents.cores import initial_actor_state
 from podrl.agents.networks import ActionDistribution, ActorCritic, action_distribution, make_network
 from podrl.agents.optimizers import make_optimizer
 from podrl.agents.unroll import act_step
-from podrl.envs import observations
-from podrl.envs.types import EnvSpec
 from podrl.core.parallel import learner_value_and_grad
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory
+from podrl.envs import observations
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 

@@ -14,7 +14,8 @@ agent's `__post_init__` checks only its own fields:
             require_number(self, "value_coef", low=0.0)
 
 - `OptimizerConfig`: step size, its linear anneal and the global-norm clip; `AdamConfig` adds
-  Adam's epsilon (`--agent.adam-eps`, from `AdamEpsConfig`, which SAC / TD3 share), `OptimizerChoiceConfig` the choice of Adam or RMSProp
+  Adam's epsilon (`--agent.adam-eps`, from `AdamEpsConfig`, which SAC / TD3 share), `OptimizerChoiceConfig` the choice
+of Adam or RMSProp
   (`--agent.optimizer`, `--agent.optimizer-eps`, `--agent.rmsprop-eps-in-sqrt`).
   `podrl.agents.optimizers` builds the optax optimizer of either (every agent's optimizer is built there).
   Without `EpochsConfig` a config takes one optimizer step per update (`num_optimizer_steps`).
@@ -36,11 +37,12 @@ import dataclasses
 import importlib
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from podrl.agents.obs_norm import with_observation_norm
 from podrl.core.errors import ConfigError, require_bool, require_choice, require_int, require_number
 
 if TYPE_CHECKING:
-    from podrl.envs.types import EnvSpec
     from podrl.core.types import Agent
+    from podrl.envs.types import EnvSpec
 
 OPTIMIZERS = ("adam", "rmsprop")
 """Names accepted by `OptimizerChoiceConfig.optimizer`."""
@@ -167,7 +169,8 @@ class EpochsConfig(CheckedConfig):
     num_epochs: int = 4
     """Passes over each rollout per update."""
     num_minibatches: int = 4
-    """Minibatches per epoch, per learner shard; must divide rollout_length * envs_per_shard (with a core: envs_per_shard, minibatches are whole env sequences)."""
+    """Minibatches per epoch, per learner shard; must divide rollout_length * envs_per_shard (with a core:
+    envs_per_shard, minibatches are whole env sequences)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -191,7 +194,8 @@ class ObsNormConfig(CheckedConfig):
     """Observation normalisation by running statistics (`podrl.agents.obs_norm`), for any agent."""
 
     normalize_observations: bool = False
-    """Standardise observations by their running mean / variance (kept with the params, averaged over learners) in act and in the loss."""
+    """Standardise observations by their running mean / variance (kept with the params, averaged over learners) in act
+    and in the loss."""
     obs_norm_clip: float = 10.0
     """Normalised observations are clipped to [-obs_norm_clip, obs_norm_clip]."""
 
@@ -208,8 +212,6 @@ class ObsNormConfig(CheckedConfig):
         """`agent` wrapped by `podrl.agents.obs_norm.with_observation_norm` when normalize_observations, else itself."""
         if not self.normalize_observations:
             return agent
-        from podrl.agents.obs_norm import with_observation_norm
-
         return with_observation_norm(agent, self.obs_norm_clip)
 
 

@@ -39,7 +39,11 @@ class InputsConfig(CheckedConfig):
     """How a torso reads a nested (dict / tuple) observation, leaf by leaf (`podrl.agents.inputs`)."""
 
     torso_per_key: tuple[str, ...] = ()
-    """Nested (dict / tuple) observations: a leaf's encoder by its key, as key=encoder with encoder one of mlp, nature_cnn, impala_resnet, minatar_cnn, embed (integer leaves with bounds), embed_cnn (an integer grid with bounds: each cell's ids embedded, then the MinAtar CNN) or none (not read), e.g. image=minatar_cnn action_mask=mlp; other leaves get one by shape and dtype (images a CNN, integer grids of few values embed_cnn, bounded integers an embedding, the rest an MLP of hidden_sizes; the action_mask leaf none)."""
+    """Nested (dict / tuple) observations: a leaf's encoder by its key, as key=encoder with encoder one of mlp,
+    nature_cnn, impala_resnet, minatar_cnn, embed (integer leaves with bounds), embed_cnn (an integer grid with
+    bounds: each cell's ids embedded, then the MinAtar CNN) or none (not read), e.g. image=minatar_cnn
+    action_mask=mlp; other leaves get one by shape and dtype (images a CNN, integer grids of few values embed_cnn,
+    bounded integers an embedding, the rest an MLP of hidden_sizes; the action_mask leaf none)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -69,15 +73,19 @@ class NetworkConfig(InputsConfig):
     (`podrl.agents.cores`) and policy / value heads (`podrl.agents.networks`)."""
 
     torso: str = "mlp"
-    """Observation encoder: mlp, nature_cnn (Atari, Mnih et al. 2015), impala_resnet (Espeholt et al. 2018) or minatar_cnn (Young & Tian 2019); CNNs scale uint8 pixels to [0, 1] inside the network."""
+    """Observation encoder: mlp, nature_cnn (Atari, Mnih et al. 2015), impala_resnet (Espeholt et al. 2018) or
+    minatar_cnn (Young & Tian 2019); CNNs scale uint8 pixels to [0, 1] inside the network."""
     shared_torso: bool | None = None
-    """One torso feeding both the policy and the value head (True) or one torso each (False); default: shared for the CNN torsos and with a core, separate for mlp."""
+    """One torso feeding both the policy and the value head (True) or one torso each (False); default: shared for the
+    CNN torsos and with a core, separate for mlp."""
     hidden_sizes: tuple[int, ...] = (64, 64)
-    """Hidden layer widths of the mlp torso (both the actor and the critic MLP when separate); the CNN torsos ignore it."""
+    """Hidden layer widths of the mlp torso (both the actor and the critic MLP when separate); the CNN torsos ignore
+    it."""
     activation: str = "tanh"
     """Hidden activation of the mlp torso: one of tanh, relu, gelu, silu, elu (the CNN torsos use ReLU)."""
     core: str = "none"
-    """Recurrent core between the (then shared) torso and the heads: none, lstm or gru; the actor carries its state and the learner re-unrolls it."""
+    """Recurrent core between the (then shared) torso and the heads: none, lstm or gru; the actor carries its state and
+    the learner re-unrolls it."""
     core_size: int = 128
     """Width of the lstm / gru core's state (ignored when core is none)."""
 
@@ -127,13 +135,15 @@ class QNetworkConfig(InputsConfig):
     `[..., num_actions]` (`podrl.agents.q_learning.QNetwork`); feed-forward, no recurrent core."""
 
     torso: str = "mlp"
-    """Observation encoder: mlp, nature_cnn (Atari), impala_resnet or minatar_cnn (MinAtar); CNNs scale uint8 pixels to [0, 1] inside the network."""
+    """Observation encoder: mlp, nature_cnn (Atari), impala_resnet or minatar_cnn (MinAtar); CNNs scale uint8 pixels to
+    [0, 1] inside the network."""
     hidden_sizes: tuple[int, ...] = (128, 128)
     """Hidden layer widths of the mlp torso; the CNN torsos ignore it."""
     activation: str = "relu"
     """Hidden activation of the mlp torso: one of tanh, relu, gelu, silu, elu (the CNN torsos use ReLU)."""
     layer_norm: bool = False
-    """LayerNorm after each hidden dense layer (before the activation) of the torso (mlp: every hidden layer; CNNs: their dense layer)."""
+    """LayerNorm after each hidden dense layer (before the activation) of the torso (mlp: every hidden layer; CNNs:
+    their dense layer)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -185,7 +195,8 @@ class ReplayConfig(CheckedConfig):
     batch_size: int = 256
     """Transitions sampled per gradient step, per learner shard."""
     replay_ratio: float = 1.0
-    """Gradient steps per env step of this shard: an update of T x B steps does round(replay_ratio * T * B) of them (at least 1)."""
+    """Gradient steps per env step of this shard: an update of T x B steps does round(replay_ratio * T * B) of them (at
+    least 1)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -219,7 +230,8 @@ class PrioritisedConfig(CheckedConfig):
     priority_exponent: float = 0.6
     """alpha: replay what has priority p with probability proportional to p^alpha (0: uniform); Ape-X 0.6, R2D2 0.9."""
     importance_exponent: float = 0.4
-    """beta in [0, 1]: each replayed loss is weighted by (N P)^-beta over the batch's largest (0: unweighted); Ape-X 0.4, R2D2's table 0.6."""
+    """beta in [0, 1]: each replayed loss is weighted by (N P)^-beta over the batch's largest (0: unweighted); Ape-X
+    0.4, R2D2's table 0.6."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -252,7 +264,8 @@ def check_fill_covers_windows(min_fill: int, window: int, envs_per_shard: int, w
     "sequence of burn_in + sequence_length") of each of the shard's envs: a sequence replay's first draw."""
     if min_fill < window * envs_per_shard:
         raise ConfigError("min_fill", f"{min_fill} env steps hold less than one {what} = {window} steps for each "
-                                      f"of the {envs_per_shard} envs per shard; use min_fill >= {window * envs_per_shard}")
+                                      f"of the {envs_per_shard} envs per shard; use min_fill >= "
+                                      f"{window * envs_per_shard}")
 
 
 def check_fill_field(config: ReplayConfig, name: str) -> None:
@@ -278,11 +291,13 @@ class ContinuousControlConfig(ReplayConfig, AdamEpsConfig):
     (`AdamEpsConfig.adam_eps`, for every optimizer of the agent) and the global-norm clip."""
 
     warmup_steps: int = 5_000
-    """Per learner shard: the first warmup_steps transitions come from uniform random actions, and no gradient step is taken before the buffer holds them."""
+    """Per learner shard: the first warmup_steps transitions come from uniform random actions, and no gradient step is
+    taken before the buffer holds them."""
     gamma: float = 0.99
     """Discount factor, in [0, 1]."""
     tau: float = 0.005
-    """Polyak step of the target networks after each gradient step: target <- tau * online + (1 - tau) * target, in (0, 1]."""
+    """Polyak step of the target networks after each gradient step: target <- tau * online + (1 - tau) * target, in (0,
+    1]."""
     hidden_sizes: tuple[int, ...] = (256, 256)
     """Hidden layer widths of the actor MLP and of each critic MLP."""
     activation: str = "relu"

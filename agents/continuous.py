@@ -39,17 +39,17 @@ import numpy as np
 import optax
 
 from podrl.agents import replay
+from podrl.agents.inputs import torso_input
 from podrl.agents.networks import Tower
 from podrl.agents.off_policy import ReplayPieces, replay_update, same_step
 from podrl.agents.optimizers import constant_optimizer
-from podrl.agents.inputs import torso_input
 from podrl.agents.torsos import flatten_obs
-from podrl.envs import observations
-from podrl.envs.observations import is_nested
-from podrl.envs.types import EnvSpec
 from podrl.core.errors import ConfigError
 from podrl.core.parallel import learner_value_and_grad
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory, no_actor_state
+from podrl.envs import observations
+from podrl.envs.observations import is_nested
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 

@@ -24,8 +24,8 @@ is built with (`podrl.agents.torsos.make_torso` reads it):
     `hidden_sizes` on the flattened leaf.
 
 Every choice is checked against its leaf (a CNN needs an image, embed bounded integers, embed_cnn a
-bounded integer image, an `mlp` refuses whole frames) with a ConfigError("torso_per_key") naming the key; unknown keys are refused
-naming the observation's keys. Nothing is traced.
+bounded integer image, an `mlp` refuses whole frames) with a ConfigError("torso_per_key") naming the key;
+unknown keys are refused naming the observation's keys. Nothing is traced.
 """
 
 from __future__ import annotations

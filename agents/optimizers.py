@@ -16,7 +16,7 @@ Every function returns optax transformations: pure, nothing here knows devices o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import optax
@@ -98,3 +98,15 @@ def constant_optimizer(config: Any, learning_rate: float,
                        num_params: int | None = None) -> optax.GradientTransformation:
     """Global-norm clip (`config.max_grad_norm`) then the config's optimizer at the fixed `learning_rate`."""
     return clipped_flat_optimizer(config.max_grad_norm, base_optimizer(config, learning_rate), num_params)
+
+
+def moved_here(package: str, moved: dict[str, str]) -> Callable[[str], Any]:
+    """An agent package's module `__getattr__` for the optimizer names it once re-exported (`moved`: its
+    name -> the name here): their import fails with a sentence saying where each is now (an ImportError:
+    Python would swap an AttributeError for its own message in `from package import name`)."""
+    def __getattr__(name: str) -> Any:
+        if name in moved:
+            raise ImportError(f"{package}.{name} is no longer re-exported: import it from its one home, "
+                                 f"`from podrl.agents.optimizers import {moved[name]}`")
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    return __getattr__

@@ -31,20 +31,21 @@ import optax
 
 from podrl.agents.actor_critic import check_total_updates, count_params
 from podrl.agents.config_checks import (
-    EpsilonConfig, QNetworkConfig, check_epsilon_fields, check_q_network_fields,
+    EpsilonConfig,
+    QNetworkConfig,
 )
 from podrl.agents.inputs import torso_input
 from podrl.agents.masking import action_mask, epsilon_greedy, masked_argmax
 from podrl.agents.torsos import make_torso
-from podrl.envs import observations
-from podrl.envs.types import EnvSpec
 from podrl.core.errors import ConfigError
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory, no_actor_state
+from podrl.envs import observations
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 
 __all__ = [
-    "QNetworkConfig", "EpsilonConfig", "check_q_network_fields", "check_epsilon_fields",
+    "QNetworkConfig", "EpsilonConfig",
     "QNetwork", "make_q_network", "check_discrete_actions", "epsilon_schedule", "decay_updates",
     "epsilon_greedy", "discrete_torso_input", "QParts", "q_agent", "q_values", "next_params", "init_network_params",
     "init_train_state", "act", "act_greedy",

@@ -30,9 +30,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from podrl.core.types import Trajectory
 from podrl.envs import observations
 from podrl.envs.types import EnvSpec
-from podrl.core.types import Trajectory
 
 Array = jax.Array
 

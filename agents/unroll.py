@@ -71,7 +71,8 @@ def reset_before(episode_end: Array) -> Array:
     return jnp.concatenate([jnp.zeros_like(episode_end[:1]), episode_end[:-1]], axis=0)
 
 
-def unroll_core(network: Any, params: Any, carry: Carry, observation: Array, reset: Array) -> tuple[Carry, Carry, Array]:
+def unroll_core(network: Any, params: Any, carry: Carry, observation: Array,
+                reset: Array) -> tuple[Carry, Carry, Array]:
     """The torso and core of a recurrent network over `observation` `[T, B, *obs]` from `carry` `[B, ...]`,
     the carry set to the zero carry before each step t where `reset[t]` (`[T, B]` bool; the layouts'
     rule is `reset_before(episode_end)`). The network has `features` (torso) and `core_step` methods

@@ -45,8 +45,22 @@ import sys
 import time
 from typing import Any
 
-from benchmarks.harness import (configure_cpu_devices, dispatch, emit_result, finish, fmt, interleave, load_note,
-                                loads_of, median_of, new_parser, ok_runs, run_child, spread_of, table)
+from benchmarks.harness import (
+    configure_cpu_devices,
+    dispatch,
+    emit_result,
+    finish,
+    fmt,
+    interleave,
+    load_note,
+    loads_of,
+    median_of,
+    new_parser,
+    ok_runs,
+    run_child,
+    spread_of,
+    table,
+)
 
 MODULE = "benchmarks.anakin"
 """The module whose `--child` runs a `Measurement` (this one, also for the benchmarks that reuse it)."""
@@ -132,7 +146,8 @@ def build_env_only(num_envs: int, devices: int, scan_length: int, env_name: str 
     """
     import jax
     import jax.numpy as jnp
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     import podrl.envs
     from podrl.core.mesh import data_mesh, local_devices

@@ -45,8 +45,22 @@ import threading
 import time
 from typing import Any
 
-from benchmarks.harness import (ROOT, child_env, configure_cpu_devices, dispatch, emit_result, finish, fmt, interleave,
-                                load_note, loads_of, median_of, new_parser, run_child, table)
+from benchmarks.harness import (
+    ROOT,
+    child_env,
+    configure_cpu_devices,
+    dispatch,
+    emit_result,
+    finish,
+    fmt,
+    interleave,
+    load_note,
+    loads_of,
+    median_of,
+    new_parser,
+    run_child,
+    table,
+)
 
 MODULE = "benchmarks.checkpoint"
 STATES = {
@@ -64,7 +78,7 @@ here: two processes share two loaded cores, and one DQN update of 256 Nature-CNN
 
 def build_program(name: str):
     """The preset's host program (built as `podrl <layout>` builds it) on this process's one device."""
-    from podrl.cli.experiment import resolve
+    from podrl.cli.flags import resolve
 
     layout, argv = STATES[name]
     experiment = resolve(layout, argv + ["--eval-episodes", "0"])

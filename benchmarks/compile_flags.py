@@ -23,10 +23,20 @@ import sys
 import time
 from typing import Any
 
+from benchmarks.harness import (
+    dispatch,
+    emit_result,
+    finish,
+    fmt,
+    interleave,
+    load_note,
+    loads_of,
+    median_of,
+    new_parser,
+    run_child,
+    table,
+)
 from podrl.core.compat import CLASSIC_EMITTERS, xla_knows
-
-from benchmarks.harness import (dispatch, emit_result, finish, fmt, interleave, load_note, loads_of, median_of,
-                                new_parser, run_child, table)
 
 MODULE = "benchmarks.compile_flags"
 LEVEL_1 = "--xla_backend_optimization_level=1"

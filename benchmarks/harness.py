@@ -182,8 +182,8 @@ def log_run(label: str, run: dict[str, Any]) -> None:
 
 
 STATUS = (("steps_per_second", "{:,.0f} steps/s"), ("us_per_update", "{:,.1f} us/update"),
-          ("us_per_step", "{:,.1f} us/step"), ("compile_seconds", "compile {:.2f} s"), ("final_return", "return {:.1f}"), ("wall_seconds", "wall {:.1f} s"),
-          ("load_1m", "load {:.1f}"))
+          ("us_per_step", "{:,.1f} us/step"), ("compile_seconds", "compile {:.2f} s"),
+          ("final_return", "return {:.1f}"), ("wall_seconds", "wall {:.1f} s"), ("load_1m", "load {:.1f}"))
 """The fields of a run's one-line account, in order, with their formats."""
 
 

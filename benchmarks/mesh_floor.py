@@ -30,8 +30,21 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.anakin import Measurement, agent_config, measure_training
-from benchmarks.harness import (configure_cpu_devices, dispatch, emit_result, finish, fmt, interleave, load_note,
-                                loads_of, median_of, new_parser, run_child, spread_of, table)
+from benchmarks.harness import (
+    configure_cpu_devices,
+    dispatch,
+    emit_result,
+    finish,
+    fmt,
+    interleave,
+    load_note,
+    loads_of,
+    median_of,
+    new_parser,
+    run_child,
+    spread_of,
+    table,
+)
 
 MODULE = "benchmarks.mesh_floor"
 NUM_ENVS, ROLLOUT = 4, 128
@@ -54,7 +67,8 @@ def measure_latency(devices: int, sizes: list[int], iterations: int) -> dict[str
     """Microseconds per `pmean` step (a scan of `iterations`) for each size, on `devices` devices."""
     import jax
     import jax.numpy as jnp
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     mesh = jax.make_mesh((devices,), ("d",), devices=jax.devices()[:devices])
     out = {}

@@ -40,8 +40,18 @@ import os
 import sys
 from typing import Any
 
-from benchmarks.harness import (dispatch, emit_result, finish, fmt, load_note, loads_of, log_run, new_parser, run_child,
-                                table)
+from benchmarks.harness import (
+    dispatch,
+    emit_result,
+    finish,
+    fmt,
+    load_note,
+    loads_of,
+    log_run,
+    new_parser,
+    run_child,
+    table,
+)
 from benchmarks.sebulba_measure import Measurement
 from benchmarks.sebulba_measure import child_main as sebulba_child
 

@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     print(shlex.join(["python", *cmd[1:]]))
     experiment = check(args)
     run, agent = experiment.run, experiment.agent
-    print(f"checked: {run.num_envs} envs x {run.rollout_length} steps, {agent.sgd_steps(run.rollout_length, run.num_envs)} "
+    steps = agent.sgd_steps(run.rollout_length, run.num_envs)
+    print(f"checked: {run.num_envs} envs x {run.rollout_length} steps, {steps} "
           f"gradient steps of {agent.batch_size} windows per update, buffer {agent.buffer_size:,} env steps, "
           f"{args.seeds} seeds x {args.total_steps:,} steps per game")
     if args.dry_run:

@@ -161,8 +161,8 @@ def measure_parts(m, quick: bool) -> dict[str, Any]:
     """Acting and learning pieces of MuZero for Measurement `m` (`m.agent_fields`: the config's fields)."""
     import jax
 
-    from podrl.agents.muzero.agent import agent_from_parts, make_parts
     from benchmarks.sebulba_measure import agent_config_for
+    from podrl.agents.muzero.agent import agent_from_parts, make_parts
     from podrl.envs.adapters.make import make_host_env
     from podrl.envs.types import EnvSpec
 

@@ -40,8 +40,22 @@ import sys
 from typing import Any
 
 from benchmarks.anakin import Measurement, measure_training
-from benchmarks.harness import (configure_cpu_devices, dispatch, emit_result, finish, fmt, interleave_sides, load_note,
-                                loads_of, new_parser, ratio, run_child, side_summary, spread_of, table)
+from benchmarks.harness import (
+    configure_cpu_devices,
+    dispatch,
+    emit_result,
+    finish,
+    fmt,
+    interleave_sides,
+    load_note,
+    loads_of,
+    new_parser,
+    ratio,
+    run_child,
+    side_summary,
+    spread_of,
+    table,
+)
 from benchmarks.peers.registry import REJAX, add_peer_flags, compare_envs, peer_python, run_driver, setup_peers
 
 MODULE = "benchmarks.peer_ppo"

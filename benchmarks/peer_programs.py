@@ -52,8 +52,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import (dispatch, emit_result, finish, fmt, interleave_sides, load_note, loads_of, median_of,
-                                new_parser, ok_runs, ratio, run_child, side_summary, spread_of, table)
+from benchmarks.harness import (
+    dispatch,
+    emit_result,
+    finish,
+    fmt,
+    interleave_sides,
+    load_note,
+    loads_of,
+    median_of,
+    new_parser,
+    ok_runs,
+    ratio,
+    run_child,
+    side_summary,
+    spread_of,
+    table,
+)
 from benchmarks.peers.registry import PEERS, add_peer_flags, run_driver, run_peer, setup_peers
 
 MODULE = "benchmarks.peer_programs"
@@ -251,8 +266,9 @@ def side_cells(e: dict[str, Any], side: str) -> list[str]:
         extra = (f"{e['steps_ratio']:.2f}x steps/s, {e['time_to_result_ratio']:.2f}x time; control "
                  f"{fmt(e['control'], '.2f')}x, framework {fmt(e['framework_ratio'], '.2f')}x")
     if side == "podrl" and e.get("actor_kernel"):
-        extra += (f"; actor control {fmt(e['actor_control'], '.2f')}x ({fmt(e['actor_control_peer']['us_per_step'], ',.0f')}"
-                  f" / {fmt(e['actor_control_podrl']['us_per_step'], ',.0f')} us/step)")
+        peer_us, podrl_us = e["actor_control_peer"]["us_per_step"], e["actor_control_podrl"]["us_per_step"]
+        extra += (f"; actor control {fmt(e['actor_control'], '.2f')}x ({fmt(peer_us, ',.0f')}"
+                  f" / {fmt(podrl_us, ',.0f')} us/step)")
     if side == "podrl" and "fraction_of_ceiling" in e:
         extra += f"; {e['fraction_of_ceiling']:.0%} of env-only {e['ceiling']['steps_per_second']:,.0f}"
     control = e["control_peer" if side == "peer" else "control_podrl"]

@@ -20,7 +20,8 @@ import dataclasses
 from typing import Any
 
 from benchmarks.harness import configure_cpu_devices
-from benchmarks.sebulba_measure import Measurement, inline_cpu_dispatch, measure_ceiling as ceiling
+from benchmarks.sebulba_measure import Measurement, inline_cpu_dispatch
+from benchmarks.sebulba_measure import measure_ceiling as ceiling
 
 SEBULBA_DEVICES = 2
 
@@ -153,7 +154,8 @@ def anakin_curve(run, agent) -> dict[str, Any]:
         train = record.get("episode_return")
         curve.append({"env_steps": int(record["step"]), "train_seconds": seconds,
                       "train_return": None if train is None else float(np.mean(train)),
-                      "eval_return": None if record.get("eval_return") is None else float(np.mean(record["eval_return"]))})
+                      "eval_return": None if record.get("eval_return") is None
+                      else float(np.mean(record["eval_return"]))})
     final = result.final_eval_return
     return {"steps_per_second": curve[-1]["env_steps"] / seconds, "compile_seconds": float(result.compile_seconds),
             "final_return": None if final is None else float(np.mean(final)), "curve": curve}

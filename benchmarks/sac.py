@@ -23,8 +23,18 @@ import json
 import sys
 from typing import Any
 
-from benchmarks.harness import (configure_cpu_devices, dispatch, emit_result, finish, fmt, load_note, loads_of,
-                                new_parser, run_child, table)
+from benchmarks.harness import (
+    configure_cpu_devices,
+    dispatch,
+    emit_result,
+    finish,
+    fmt,
+    load_note,
+    loads_of,
+    new_parser,
+    run_child,
+    table,
+)
 
 ENV_NAME = "Pendulum-v1"
 

@@ -223,7 +223,8 @@ CAPTION = (
     "Weak scaling on ONE machine with {cpus} CPU cores: every process has its own {dpp} fake CPU devices and a "
     "fixed share of the envs, so the global problem grows with the process count. One {dpp}-device process "
     "already uses every core, so more processes only share the same cores (4 processes x {dpp} devices, plus "
-    "Sebulba's actor threads, oversubscribe them 4x), and every cross-process all-reduce (PPO's gradient pmean, each minibatch step) goes "
+    "Sebulba's actor threads, oversubscribe them 4x), and every cross-process all-reduce (PPO's gradient pmean, "
+    "each minibatch step) goes "
     "through gloo over loopback TCP. So speedup < 1 here is expected: this shows that the multi-process "
     "machinery runs and counts steps globally at every size, not the speedup a real pod would get. "
     "SPS = global env steps/s from process 0's metrics.jsonl, mean of the records after the first; "
@@ -262,7 +263,8 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
         xs, ys = zip(*points)
         (line,) = ax.plot(xs, ys, marker=marker, label=f"{layout} (measured)")
         ideal = [ys[0] * x / xs[0] for x in xs]  # perfect weak scaling from the smallest point
-        ax.plot(xs, ideal, linestyle=":", color=line.get_color(), alpha=0.6, label=f"{layout}: ideal weak scaling (one host per process)")
+        ax.plot(xs, ideal, linestyle=":", color=line.get_color(), alpha=0.6,
+                label=f"{layout}: ideal weak scaling (one host per process)")
     processes = sorted({r["processes"] for r in rows})
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

@@ -143,10 +143,10 @@ def trajectory_bytes(env_name: str, agent_config, rollout_length: int) -> dict[s
 
 def measure_sebulba(m: Measurement) -> dict[str, Any]:
     """Trains `agent_config_for(m)` with `train_sebulba`; returns steps/s, compile seconds and stage timings."""
+    import jax
+
     from podrl.run.config import LoggingConfig
     from podrl.sebulba import SebulbaConfig, train_sebulba
-
-    import jax
 
     num_updates = max(1, m.total_steps // m.steps_per_update)
     learner = (1,) if jax.local_device_count() > 1 else (0,)  # one accelerator acts and learns

@@ -88,7 +88,8 @@ def per_thread_breakdown(row: dict[str, Any]) -> dict[str, float | None]:
 def caption(args: argparse.Namespace) -> str:
     return (
         "Targets: Sebulba >= 85% of the env-only ceiling on ALE Pong ('ale:Pong', ale-py AtariVectorEnv, "
-        "84x84x4 uint8, the default 'machado' protocol: sticky actions 0.25; PPO with the Nature CNN) and >= 50% on CartPole-v1 (gymnasium SyncVectorEnv). steps/s = "
+        "84x84x4 uint8, the default 'machado' protocol: sticky actions 0.25; PPO with the Nature CNN) and >= 50% on "
+        "CartPole-v1 (gymnasium SyncVectorEnv). steps/s = "
         "SebulbaResult.steps_per_second (env steps consumed by the learner per second, compile "
         "excluded); ceiling = the same host vector env(s), one per actor thread, stepped concurrently "
         "with random actions and nothing else. PPO "

@@ -38,8 +38,8 @@ import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
 
-from podrl.envs.gymnax import parse_name
 from podrl.envs.errors import UnknownEnvError
+from podrl.envs.gymnax import parse_name
 from podrl.envs.types import ActionSpec, Array, ObservationSpec, PRNGKey, TimeStep, ending, restart
 from podrl.envs.wrappers import TimeLimit
 
@@ -128,7 +128,8 @@ def _build(name: str, overrides: dict[str, Any]) -> tuple[Any, int]:
     try:
         env = brax_envs.get_environment(env_id, backend=backend, **kwargs)
     except TypeError as e:  # an unknown constructor keyword
-        raise UnknownEnvError(f"env {name!r}: brax's {env_id} does not take these options {sorted(kwargs)} ({e})") from e
+        raise UnknownEnvError(f"env {name!r}: brax's {env_id} does not take these options {sorted(kwargs)} "
+                              f"({e})") from e
     return env, length
 
 

@@ -189,7 +189,8 @@ def _build(name: str, overrides: dict[str, Any]) -> tuple[Suite, Any, Any]:
     if env_id not in ids:
         close = difflib.get_close_matches(env_id, ids, n=3)
         hint = f"did you mean {close}? " if close else ""
-        raise UnknownEnvError(f"unknown env {name!r}: {env_id!r} is not a {prefix} env; {hint}{prefix} ids: {sorted(ids)}")
+        raise UnknownEnvError(f"unknown env {name!r}: {env_id!r} is not a {prefix} env; "
+                              f"{hint}{prefix} ids: {sorted(ids)}")
     env = suite.build(module, env_id)
     params = override_params(env.default_params, {**from_name, **overrides}, name)
     return suite, env, params

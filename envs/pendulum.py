@@ -64,8 +64,8 @@ class Pendulum:
         u = u.astype(jnp.float32)
         th, thdot = state
         cost = _normalize_angle(th) ** 2 + 0.1 * thdot**2 + 0.001 * u**2
-        m, l = self.mass, self.length
-        thdot_acc = 3 * self.g / (2 * l) * jnp.sin(th) + 3.0 / (m * l**2) * u
+        m, length = self.mass, self.length
+        thdot_acc = 3 * self.g / (2 * length) * jnp.sin(th) + 3.0 / (m * length**2) * u
         new_thdot = jnp.clip(thdot + thdot_acc * self.dt, -self.max_speed, self.max_speed)
         new = PendulumState(theta=th + new_thdot * self.dt, theta_dot=new_thdot)
         return new, transition(self._observation(new), -cost, False)

@@ -1,4 +1,5 @@
-"""`podrl.envs.make`: JAX environments by name (ours, gymnax's, Craftax's, Brax's), or a user's env class by import path.
+"""`podrl.envs.make`: JAX environments by name (ours, gymnax's, Craftax's, Brax's), or a user's env class by import
+path.
 
 The names it takes are the Anakin column of `podrl.envs.schemes`: a `scheme:` name goes to its row's
 module (`podrl.envs.gymnax`, `podrl.envs.brax`); a registered id and a `module:attr` path are built here.

@@ -60,7 +60,8 @@ FORMS: tuple[Form, ...] = (
     Form("'brax:<env>'", f"a Brax env; brax's backend=... and {_PARAMS}", "brax",
          anakin="podrl.envs.brax", sebulba=f"{_MAKE}:jax_env_on_host"),
     Form("'jumanji:<id>'", "a Jumanji env (nested observations, action masks), e.g. Knapsack-v1; constructor "
-         "options as ',field=value' after the id", "jumanji", anakin="podrl.envs.jumanji", sebulba=f"{_MAKE}:jax_env_on_host"),
+         "options as ',field=value' after the id", "jumanji", anakin="podrl.envs.jumanji",
+         sebulba=f"{_MAKE}:jax_env_on_host"),
     Form("'xminigrid:<id>'", f"an xland-minigrid MiniGrid task, e.g. MiniGrid-DoorKey-5x5; {_PARAMS}", "xminigrid",
          anakin="podrl.envs.xminigrid", sebulba=f"{_MAKE}:jax_env_on_host"),
     Form("'ale:Pong'", "Atari via ale-py", "ale", sebulba=f"{_MAKE}:ale_env",

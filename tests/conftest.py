@@ -18,7 +18,6 @@ resume tests included). Subprocesses that inherit XLA_FLAGS compile the same way
 # the process. Both names stay importable from here (tests import them from conftest).
 from podrl.core.compat import CLASSIC_EMITTERS, xla_knows  # noqa: E402  (imports no jax)
 
-
 if xla_knows(CLASSIC_EMITTERS):
     TEST_XLA_FLAGS += " " + CLASSIC_EMITTERS
 

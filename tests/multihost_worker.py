@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import sys
 
 
 def main() -> None:
@@ -29,7 +28,8 @@ def main() -> None:
     parser.add_argument("--share-compiles", action="store_true")
     parser.add_argument("--checkpoint-dir")
     parser.add_argument("--checkpoint-every", type=int, default=0, help="anakin: also save every this many updates")
-    parser.add_argument("--updates-per-call", type=int, help="anakin: updates of one compiled call (default: the config's)")
+    parser.add_argument("--updates-per-call", type=int,
+                        help="anakin: updates of one compiled call (default: the config's)")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--agent", default="ppo", help="a registered agent name, at its default config")
     parser.add_argument("--population", action="store_true", help="population_config instead of anakin_config")
@@ -67,7 +67,6 @@ def main() -> None:
     logging = LoggingConfig(run_dir=None, console=True)
     if args.layout == "anakin":
         from podrl.anakin import train_anakin
-
         from podrl.run.config import CheckpointConfig
 
         checkpoint = CheckpointConfig(directory=args.checkpoint_dir, every_updates=args.checkpoint_every,

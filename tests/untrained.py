@@ -10,12 +10,12 @@ import jax
 import numpy as np
 
 import podrl.envs
-from podrl.envs.adapters.make import make_host_env
-from podrl.envs.types import EnvSpec
 from podrl.anakin import AnakinCompiled
 from podrl.anakin.config import AnakinConfig
-from podrl.run.evaluation import evaluate_host_greedy
 from podrl.core.mesh import data_mesh
+from podrl.envs.adapters.make import make_host_env
+from podrl.envs.types import EnvSpec
+from podrl.run.evaluation import evaluate_host_greedy
 
 
 def anakin_initial_return(config: AnakinConfig, agent_config, devices: list[jax.Device]) -> np.ndarray:

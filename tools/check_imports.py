@@ -25,7 +25,11 @@ under it (`FLOORS`):
   never each other, never the front door;
 - the front door (podrl.cli) and the reports (podrl.reports) may import any floor, but only
   podrl.cli.experiment, podrl.cli.flags and podrl.cli.policy read the agent registry
-  (`podrl.agents`), and nothing imports a specific agent (`podrl.agents.<name>`).
+  (`podrl.agents`), and nothing imports a specific agent (`podrl.agents.<name>`);
+- no circle: no module imports (top-level or inside a function) a module that imports it back, however
+  long the way round. An import counts for the module it names: `from podrl.run import config` names
+  podrl.run.config, not the package face podrl.run (`from podrl.run import X` with X no module names
+  the face). Each circle prints as `circle: a -> b -> a` (the modules of one strongly connected part).
 """
 
 from __future__ import annotations
@@ -130,17 +134,22 @@ def floor_of(module: str) -> str | None:
     return next((room for room in FLOORS if under(module, room)), None)
 
 
-def imported_names(root: pathlib.Path, module: str, is_package: bool, tree: ast.AST) -> Iterator[tuple[int, str]]:
-    """`(line, module name)` of every import in `tree`, wherever it sits (also inside functions)."""
+def imported_names(root: pathlib.Path, module: str, is_package: bool, tree: ast.AST,
+                   faces: bool = True) -> Iterator[tuple[int, str]]:
+    """`(line, module name)` of every import in `tree`, wherever it sits (also inside functions).
+    `from a import b` names `a` and, when `a.b` is a module, `a.b`; with `faces=False` it names `a`
+    only when some imported name is no module (what the circle check follows)."""
     package = module if is_package else module.rpartition(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             yield from ((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = absolute_base(package, node)
-            yield node.lineno, base
-            names = (f"{base}.{a.name}".lstrip(".") for a in node.names)
-            yield from ((node.lineno, name) for name in names if is_module(root, name))
+            names = [f"{base}.{a.name}".lstrip(".") for a in node.names]
+            modules = [name for name in names if is_module(root, name)]
+            if faces or len(modules) < len(names):
+                yield node.lineno, base
+            yield from ((node.lineno, name) for name in modules)
         elif isinstance(node, ast.Call) and _dynamic_import(node):
             yield node.lineno, node.args[0].value
 
@@ -190,13 +199,84 @@ def check_tree(root: pathlib.Path) -> tuple[list[Violation], int]:
     return [v for path in paths for v in check_module(root, path)], len(paths)
 
 
+def import_graph(root: pathlib.Path) -> dict[str, set[str]]:
+    """Module -> the modules of the tree it imports (anywhere in it, also inside functions)."""
+    paths = {module_name(root, p): p for folder in SOURCES for p in sorted((root / folder).rglob("*.py"))}
+    graph = {}
+    for module, path in paths.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        names = imported_names(root, module, path.name == "__init__.py", tree, faces=False)
+        graph[module] = {name for _, name in names if name in paths and name != module}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of `graph` with more than one module (Tarjan's algorithm, without
+    recursion), each as one way round it: `[a, b, ..., a]`."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        while work:
+            node, edges = work[-1]
+            step = next((w for w in edges if w not in index or w in stack), None)
+            if step is not None and step not in index:
+                index[step] = low[step] = len(index)
+                stack.append(step)
+                work.append((step, iter(sorted(graph[step]))))
+                continue
+            if step is not None:
+                low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                part = stack[stack.index(node):]
+                del stack[stack.index(node):]
+                if len(part) > 1:
+                    found.append(_way_round(graph, sorted(part)))
+    return found
+
+
+def _way_round(graph: dict[str, set[str]], part: list[str]) -> list[str]:
+    """A shortest way from `part[0]` back to itself inside `part` (breadth first)."""
+    inside = set(part)
+    came_from: dict[str, str] = {}
+    frontier = [part[0]]
+    while frontier:
+        nxt = []
+        for node in frontier:
+            for w in sorted(graph[node] & inside):
+                if w == part[0]:
+                    way = [node]
+                    while way[-1] != part[0]:
+                        way.append(came_from[way[-1]])
+                    return way[::-1] + [part[0]]
+                if w not in came_from:
+                    came_from[w] = node
+                    nxt.append(w)
+        frontier = nxt
+    return part + [part[0]]
+
+
 def main(argv: list[str]) -> int:
     root = pathlib.Path(argv[0] if argv else pathlib.Path(__file__).resolve().parents[1]).resolve()
     violations, checked = check_tree(root)
+    found = circles(import_graph(root))
     for violation in violations:
         print(violation)
-    if violations:
-        print(f"{len(violations)} import rule violation(s) in {checked} modules (rules: CONTRIBUTING.md)")
+    for way in found:
+        print(f"circle: {' -> '.join(way)} (move what one of them needs so the other need not import it back)")
+    if violations or found:
+        print(f"{len(violations)} import rule violation(s), {len(found)} circle(s) in {checked} modules "
+              "(rules: CONTRIBUTING.md)")
         return 1
     print(f"import rules ok: {checked} modules under {', '.join(f'{f}/' for f in SOURCES)}")
     return 0

@@ -38,7 +38,6 @@ import importlib
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path

@@ -34,8 +34,8 @@ DQN = ("tests/agents/test_dqn.py",)
 PQN = ("tests/agents/test_pqn.py",)
 MASKS = ("tests/agents/test_masking.py",)
 IMPALA = ("tests/agents/test_impala.py", "tests/agents/test_vtrace.py")
-R2D2 = ("tests/agents/test_targets.py", "tests/agents/test_importance_weights.py", "tests/agents/test_gradient_paths.py",
-        "tests/agents/test_r2d2_sequences.py", "tests/agents/test_r2d2.py")
+R2D2 = ("tests/agents/test_targets.py", "tests/agents/test_importance_weights.py",
+        "tests/agents/test_gradient_paths.py", "tests/agents/test_r2d2_sequences.py", "tests/agents/test_r2d2.py")
 WEIGHTS = ("tests/agents/test_importance_weights.py", "tests/agents/test_prioritised.py")
 SEBULBA_PIPELINE = ("tests/layouts/test_sebulba_pipeline.py",)
 
@@ -76,7 +76,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "muzero-reanalyse-stale-policy", "agents/muzero/reanalyse.py",
         "policy = windows.policy.at[:m, :k1].set(fresh_policy)",
         "policy = windows.policy",
-        REANALYSE, "MuZero Reanalyse searching afresh but training the policy toward the actors' stale search policies"),
+        REANALYSE,
+        "MuZero Reanalyse searching afresh but training the policy toward the actors' stale search policies"),
     Mutation(
         "muzero-reanalyse-stale-value", "agents/muzero/reanalyse.py",
         "bootstrap = bootstrap.at[rows, last].set(fresh_value)",
@@ -196,7 +197,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         MUZERO + DQN, "MuZero's and DQN's target networks never following the online one (target_sgd_step)"),
     Mutation(
         "obs-norm-acting-unnormalised", "agents/obs_norm.py",
-        'return agent.act(params["agent"], actor_state, normalize_observation(params["obs_norm"], observation, clip), key)',
+        'return agent.act(params["agent"], actor_state, normalize_observation(params["obs_norm"], observation, clip), '
+        'key)',
         'return agent.act(params["agent"], actor_state, observation, key)',
         OBS_NORM, "actors acting on raw observations while the learner normalises them"),
     # ---------------------------------------------------------------- legal-action masks (issue 58)
@@ -254,9 +256,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "Anakin's evaluation program losing the count of episodes without a legal action"),
     # ---------------------------------------------------------------- runs that survive preemption (issue 38)
     Mutation(
-        "pod-stop-is-local", "podrl/run/control.py",
-        "    if jax.process_count() == 1:\n        return StopRequests()",
-        "    if True:  # every process's stop is its own again\n        return StopRequests()",
+        "pod-stop-is-local", "podrl/run/context.py",
+        "    return StopRequests() if jax.process_count() == 1 else PodStopRequests()",
+        "    return StopRequests()  # every process's stop is its own again",
         ("tests/system/test_preemption.py::"
          "test_the_supervisor_demo_preempts_relaunches_on_fewer_processes_and_finishes",),
         "a SIGTERM to one process of a pod stops that process alone: the others block in their next collective "
@@ -404,7 +406,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a lag >= 1 Sebulba resume waiting for a params version older than the checkpoint (a hang, then a timeout)"),
     Mutation(
         "resume-recounts-env-steps", "podrl/run/context.py",
-        "        self._steps_at_start = config.logged_steps(self.start, jax.process_count()) if saved_steps is None \\\n",
+        "        self._steps_at_start = config.logged_steps(self.start, jax.process_count()) "
+        "if saved_steps is None \\\n",
         "        self._steps_at_start = config.logged_steps(self.start, jax.process_count()) if True \\\n",
         ("tests/layouts/test_sebulba_resume_lag.py",),
         "a resume on another process count recounting the env steps done as if this topology had done them"),

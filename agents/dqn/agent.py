@@ -29,30 +29,31 @@ import jax.numpy as jnp
 from podrl.agents import prioritised, replay
 from podrl.agents.dqn.config import DQNConfig
 from podrl.agents.dqn.losses import DQNBatch, batched_q_learning_target, make_loss_fn
-from podrl.agents.off_policy import (
-    ReplayPieces, TargetLearnerState, init_target_learner, replay_update, target_sgd_step,
-)
 from podrl.agents.masking import action_mask
-from podrl.agents.optimizers import per_update_optimizer
+from podrl.agents.off_policy import (
+    ReplayPieces,
+    TargetLearnerState,
+    init_target_learner,
+    replay_update,
+    target_sgd_step,
+)
+from podrl.agents.optimizers import moved_here, per_update_optimizer
 from podrl.agents.q_learning import QParts, init_train_state, next_params, q_agent, q_values
 from podrl.agents.returns import learner_rewards
-from podrl.envs.types import EnvSpec
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 
 DQNLearnerState = TargetLearnerState
 """DQN's `TrainState.opt_state`: Adam state over `params["network"]`, the target network, gradient steps."""
 
-make_optimizer = per_update_optimizer
-"""`(optimizer, schedule)`: global-norm clip then Adam, annealed per update (the number of gradient
-steps per update depends on the rollout shape)."""
-
+__getattr__ = moved_here(__name__, {"make_optimizer": "per_update_optimizer"})
 
 def make_agent(config: DQNConfig, env_spec: EnvSpec, total_updates: int) -> Agent:
     """The DQN agent for `env_spec` (discrete actions: ConfigError("env") otherwise);
     `total_updates` calls of `update` decay epsilon over the first `epsilon_decay_fraction`."""
-    return q_agent("dqn", config, env_spec, total_updates, make_optimizer, make_loss_fn, _update, init=_init,
+    return q_agent("dqn", config, env_spec, total_updates, per_update_optimizer, make_loss_fn, _update, init=_init,
                    reshard_state=prioritised.refill if config.prioritised else replay.redistribute)
 
 

@@ -13,7 +13,14 @@ import dataclasses
 from typing import ClassVar
 
 from podrl.agents.config_base import AdamConfig, AgentConfigBase
-from podrl.agents.config_checks import (EpsilonConfig, PrioritisedConfig, QNetworkConfig, ReplayConfig, check_fill_field, sequence_layout_problem)
+from podrl.agents.config_checks import (
+    EpsilonConfig,
+    PrioritisedConfig,
+    QNetworkConfig,
+    ReplayConfig,
+    check_fill_field,
+    sequence_layout_problem,
+)
 from podrl.agents.reward_clip import RewardClipConfig
 from podrl.core.errors import ConfigError, require_bool, require_choice, require_int, require_number
 
@@ -51,7 +58,8 @@ class DQNConfig(AgentConfigBase, RewardClipConfig, EpsilonConfig, QNetworkConfig
     reward_scale: float = 1.0
     """Rewards are multiplied by this before the targets."""
     prioritised: bool = False
-    """Prioritised replay (Ape-X): sample by |TD error|^priority_exponent, weight losses by importance_exponent; buffer_size then whole rows of the envs per shard."""
+    """Prioritised replay (Ape-X): sample by |TD error|^priority_exponent, weight losses by importance_exponent;
+    buffer_size then whole rows of the envs per shard."""
     max_grad_norm: float = 10.0
     buffer_size: int = 50_000
     batch_size: int = 128

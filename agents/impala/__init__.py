@@ -9,8 +9,11 @@ is what Sebulba's `lag=1` / async modes produce; under Anakin (and `lag=0`)
 the data is on-policy for the first minibatch of each update.
 """
 
-from podrl.agents.impala.agent import make_agent, make_optimizer
+from podrl.agents.impala.agent import make_agent
 from podrl.agents.impala.config import ImpalaConfig
 from podrl.agents.impala.losses import make_loss_fn
+from podrl.agents.optimizers import moved_here
 
-__all__ = ["ImpalaConfig", "make_agent", "make_optimizer", "make_loss_fn"]
+__all__ = ["ImpalaConfig", "make_agent", "make_loss_fn"]
+
+__getattr__ = moved_here(__name__, {"make_optimizer": "make_optimizer"})

@@ -17,14 +17,15 @@ import jax
 from podrl.agents.actor_critic import Parts, actor_critic_agent, finish_update, for_member, sgd_step
 from podrl.agents.impala.config import ImpalaConfig
 from podrl.agents.impala.losses import make_loss_fn
-from podrl.agents.optimizers import make_optimizer
+from podrl.agents.optimizers import moved_here
 from podrl.agents.unroll import env_minibatches
-from podrl.envs.types import EnvSpec
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 
-__all__ = ["make_agent", "make_optimizer"]  # make_optimizer: re-exported from `podrl.agents.optimizers`
+__all__ = ["make_agent"]
+__getattr__ = moved_here(__name__, {"make_optimizer": "make_optimizer"})
 
 
 def make_agent(config: ImpalaConfig, env_spec: EnvSpec, total_updates: int) -> Agent:

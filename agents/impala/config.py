@@ -18,7 +18,9 @@ import math
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from podrl.agents.config_base import (
-    OPTIMIZERS, AgentConfigBase, OptimizerChoiceConfig, check_sequence_minibatches,
+    AgentConfigBase,
+    OptimizerChoiceConfig,
+    check_sequence_minibatches,
 )
 from podrl.agents.config_checks import NetworkConfig
 from podrl.agents.reward_clip import RewardClipConfig
@@ -27,7 +29,7 @@ from podrl.core.errors import require_choice, require_int, require_number
 if TYPE_CHECKING:
     import jax
 
-__all__ = ["OPTIMIZERS", "LOSS_REDUCTIONS", "ImpalaConfig", "ImpalaHyperparams"]
+__all__ = ["LOSS_REDUCTIONS", "ImpalaConfig", "ImpalaHyperparams"]
 
 LOSS_REDUCTIONS = ("mean", "sum")
 """Names accepted by `ImpalaConfig.loss_reduction`."""

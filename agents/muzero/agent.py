@@ -40,14 +40,19 @@ from podrl.agents.muzero.networks import MuZeroNetwork
 from podrl.agents.muzero.reanalyse import reanalyse
 from podrl.agents.muzero.targets import window_targets
 from podrl.agents.off_policy import (
-    ReplayParts, ReplayPieces, TargetLearnerState, init_target_learner, replay_update, target_sgd_step,
+    ReplayParts,
+    ReplayPieces,
+    TargetLearnerState,
+    init_target_learner,
+    replay_update,
+    target_sgd_step,
 )
 from podrl.agents.optimizers import per_update_optimizer
 from podrl.agents.q_learning import discrete_torso_input
 from podrl.agents.returns import learner_rewards
+from podrl.core.types import Agent, TrainState, Trajectory, no_actor_state
 from podrl.envs import observations
 from podrl.envs.types import EnvSpec
-from podrl.core.types import Agent, TrainState, Trajectory, no_actor_state
 
 Array = jax.Array
 
@@ -245,7 +250,8 @@ def replay_pieces(parts: MuZeroParts) -> ReplayPieces:
     """MuZero's pieces of `podrl.agents.off_policy.replay_update`. Its metrics: the loss's (0 before
     learning starts), learning, replay_fill, search_value, learning_rate."""
     cfg = parts.config
-    add = functools.partial(prioritised.add, window=cfg.window_length, period=1, priority_exponent=cfg.priority_exponent)
+    add = functools.partial(prioritised.add, window=cfg.window_length, period=1,
+                            priority_exponent=cfg.priority_exponent)
     return ReplayPieces(cfg, cfg.min_fill, functools.partial(_items, parts), functools.partial(_sgd_step_for, parts),
                         _all_params, _hand_on, parts.learning_rate, add if cfg.prioritised else replay.add)
 

@@ -12,8 +12,14 @@ import dataclasses
 from typing import ClassVar
 
 from podrl.agents.config_base import AdamConfig, AgentConfigBase
-from podrl.agents.config_checks import (PrioritisedConfig, QNetworkConfig, ReplayConfig, check_fill_covers_windows,
-                                        check_fill_field, sequence_layout_problem)
+from podrl.agents.config_checks import (
+    PrioritisedConfig,
+    QNetworkConfig,
+    ReplayConfig,
+    check_fill_covers_windows,
+    check_fill_field,
+    sequence_layout_problem,
+)
 from podrl.agents.reward_clip import RewardClipConfig
 from podrl.core.errors import ConfigError, require_bool, require_choice, require_int, require_number
 
@@ -42,7 +48,8 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
     root value prediction's error against its n-step target (MuZero, Appendix G: alpha = beta = 1)."""
 
     search: str = "gumbel"
-    """Search at the root: muzero (PUCT with Dirichlet noise, visit-count policy) or gumbel (Gumbel MuZero: Sequential Halving, improved-policy targets)."""
+    """Search at the root: muzero (PUCT with Dirichlet noise, visit-count policy) or gumbel (Gumbel MuZero: Sequential
+    Halving, improved-policy targets)."""
     num_simulations: int = 8
     """Simulations of the search per acting step."""
     max_num_considered_actions: int = 16
@@ -66,7 +73,10 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
     latent_size: int = 64
     """Width of the model's hidden state (mlp dynamics: min-max scaled to [0, 1]; gru: the sum of dynamics_sizes)."""
     dynamics: str = "mlp"
-    """The learned model's dynamics: mlp (an MLP on the [0, 1]-scaled state and the one-hot action gives the next state and the reward) or gru (a stack of GRU cells whose carries are the state: the state scaled to [-1, 1], the action embedded as their input, the carries added to the scaled state, the reward from an MLP of prediction_sizes over the top cell's output; Stoix's ff_mz world model)."""
+    """The learned model's dynamics: mlp (an MLP on the [0, 1]-scaled state and the one-hot action gives the next state
+    and the reward) or gru (a stack of GRU cells whose carries are the state: the state scaled to [-1, 1], the action
+    embedded as their input, the carries added to the scaled state, the reward from an MLP of prediction_sizes over the
+    top cell's output; Stoix's ff_mz world model)."""
     dynamics_sizes: tuple[int, ...] = (64,)
     """mlp: hidden widths of the dynamics MLP; gru: the widths of the stacked GRU cells (summing to latent_size)."""
     prediction_sizes: tuple[int, ...] = (64,)
@@ -74,17 +84,26 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
     value_loss_weight: float = 0.25
     """Weight of the value cross-entropy (the paper's 0.25 for replayed targets)."""
     value_bootstrap: str = "network"
-    """Where the n-step value target's bootstrap v(o_{t+n}) comes from: network (the target network's value prediction of the observation) or search (the root value of the search the actor ran there, stored with the step, as in MuZero's Appendix G; the target network's prediction where that search is not in the window: after its last step, and after an episode end)."""
+    """Where the n-step value target's bootstrap v(o_{t+n}) comes from: network (the target network's value prediction
+    of the observation) or search (the root value of the search the actor ran there, stored with the step, as in
+    MuZero's Appendix G; the target network's prediction where that search is not in the window: after its last step,
+    and after an episode end)."""
     reanalyse_fraction: float = 0.0
-    """Share of each batch's windows whose policy and value targets are recomputed by a fresh search (MuZero Reanalyse, `podrl.agents.muzero.reanalyse`); 0: the actors' stored targets."""
+    """Share of each batch's windows whose policy and value targets are recomputed by a fresh search (MuZero Reanalyse,
+    `podrl.agents.muzero.reanalyse`); 0: the actors' stored targets."""
     reanalyse_network: str = "online"
-    """reanalyse: params of the policy target's search: online (this gradient step's) or target; the value bootstraps always search with the target network."""
+    """reanalyse: params of the policy target's search: online (this gradient step's) or target; the value bootstraps
+    always search with the target network."""
     prioritised: bool = False
-    """Prioritised replay of the windows (`podrl.agents.prioritised`): drawn by |root value - value target|^priority_exponent, losses weighted by importance_exponent; buffer_size then whole rows of the envs per shard."""
+    """Prioritised replay of the windows (`podrl.agents.prioritised`): drawn by |root value - value
+    target|^priority_exponent, losses weighted by importance_exponent; buffer_size then whole rows of the envs per
+    shard."""
     priority_exponent: float = 1.0
-    """prioritised: alpha, replay a window of priority p with probability proportional to p^alpha (MuZero Appendix G: 1)."""
+    """prioritised: alpha, replay a window of priority p with probability proportional to p^alpha (MuZero Appendix G:
+    1)."""
     importance_exponent: float = 1.0
-    """prioritised: beta in [0, 1], each window's loss weighted by (N P)^-beta over the batch's largest (MuZero Appendix G: 1)."""
+    """prioritised: beta in [0, 1], each window's loss weighted by (N P)^-beta over the batch's largest (MuZero Appendix
+    G: 1)."""
     target_update_period: int = 1
     """Gradient steps between target network updates."""
     target_tau: float = 0.01
@@ -144,7 +163,8 @@ class MuZeroConfig(AgentConfigBase, RewardClipConfig, QNetworkConfig, ReplayConf
                                                                self.window_length, 1)
         if problem:
             raise ConfigError("buffer_size", problem)
-        check_fill_covers_windows(self.min_fill, self.window_length, envs_per_shard, "window of unroll_steps + td_steps")
+        check_fill_covers_windows(self.min_fill, self.window_length, envs_per_shard,
+                                  "window of unroll_steps + td_steps")
 
 
 def _require_widths(config: MuZeroConfig, name: str) -> None:

@@ -95,8 +95,8 @@ def make_loss_fn(config: Any, network: MuZeroNetwork) -> Callable[..., tuple[Arr
         metrics = {"value_loss": jnp.mean(value_ce), "reward_loss": jnp.mean(reward_ce),
                    "policy_loss": jnp.mean(policy_ce), "value_target_mean": jnp.mean(targets.value),
                    "policy_entropy": -jnp.mean(jnp.sum(root_probs * jnp.log(root_probs + 1e-12), axis=-1)),
-                   "policy_target_entropy": -jnp.mean(jnp.sum(targets.policy[:, 0] * jnp.log(targets.policy[:, 0] + 1e-12),
-                                                              axis=-1))}
+                   "policy_target_entropy": -jnp.mean(jnp.sum(
+                       targets.policy[:, 0] * jnp.log(targets.policy[:, 0] + 1e-12), axis=-1))}
         if batch.weight is not None:
             metrics["priority"] = jnp.abs(logits_to_scalar(value_logits[0], s) - targets.value[0])
         return loss, metrics

@@ -81,7 +81,8 @@ class MuZeroNetwork(nn.Module):
         return state if self.dynamics_kind == "gru" else scale_hidden_state(state)
 
     def dynamics(self, state: Array, action: Array) -> tuple[Array, Array]:
-        """States `[N, D]`, int actions `[N]` -> (next states `[N, D]` (mlp: in [0, 1]), reward logits `[N, 2S + 1]`)."""
+        """States `[N, D]`, int actions `[N]` -> (next states `[N, D]` (mlp: in [0, 1]), reward logits `[N, 2S +
+        1]`)."""
         one_hot = jax.nn.one_hot(action, self.num_actions)
         if self.dynamics_kind == "gru":
             return self._gru_dynamics(state, one_hot)
@@ -106,7 +107,8 @@ class MuZeroNetwork(nn.Module):
 
 
 class _MLP(nn.Module):
-    """Dense + activation (ReLU unless named) per width (`podrl.agents.torsos.mlp_layers`); the identity with no widths."""
+    """Dense + activation (ReLU unless named) per width (`podrl.agents.torsos.mlp_layers`); the identity with no
+    widths."""
 
     sizes: tuple[int, ...]
     activation: str = "relu"

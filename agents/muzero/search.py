@@ -1,6 +1,6 @@
 """Acting with search: mctx's MuZero / Gumbel MuZero policy over the learned model.
 
-`search(parts, params, observation [B, *obs], key, greedy)` runs `num_simulations` simulations
+`search(config, network, params, observation [B, *obs], key, greedy)` runs `num_simulations` simulations
 from the represented root for the whole batch (mctx is batched natively), the observation's legal
 actions (its `action_mask` leaf) given to mctx as the root's `invalid_actions` (so the actions
 searched, acted and greedily chosen, and the action weights the policy targets are, are legal ones) and returns mctx's

@@ -5,10 +5,13 @@
     agent = config.make_agent(env_spec, total_updates)   # a podrl.core.types.Agent
 """
 
-from podrl.agents.ppo.agent import make_agent, make_optimizer
+from podrl.agents.optimizers import moved_here
+from podrl.agents.ppo.agent import make_agent
 from podrl.agents.ppo.config import PPOConfig
 from podrl.agents.ppo.losses import PPOBatch, make_loss_fn
 
 __all__ = [
-    "PPOConfig", "make_agent", "make_optimizer", "PPOBatch", "make_loss_fn",
+    "PPOConfig", "make_agent", "PPOBatch", "make_loss_fn",
 ]
+
+__getattr__ = moved_here(__name__, {"make_optimizer": "make_optimizer"})

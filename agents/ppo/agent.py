@@ -3,7 +3,8 @@
 `update` runs on one learner shard inside the layout's `shard_map`; it reduces
 across shards only through `podrl.core.parallel`: `learner_value_and_grad` averages
 gradients once per minibatch; the metrics it returns are this shard's, which the
-layout averages (`podrl.core.parallel.learner_metrics`). Acting, init and the SGD step are `podrl.agents.actor_critic`'s.
+layout averages (`podrl.core.parallel.learner_metrics`). Acting, init and the SGD step are
+`podrl.agents.actor_critic`'s.
 
 With a recurrent core (`config.core`) the batch stays time-major: minibatches are whole
 env columns `[T, B / m]`, and the loss re-unrolls the core over each (`podrl.agents.unroll`);
@@ -17,20 +18,26 @@ import functools
 import jax
 
 from podrl.agents.actor_critic import (
-    Parts, actor_critic_agent, finish_update, for_member, sgd_step, shuffled_epoch,
+    Parts,
+    actor_critic_agent,
+    finish_update,
+    for_member,
+    sgd_step,
+    shuffled_epoch,
 )
 from podrl.agents.cores import is_recurrent
-from podrl.agents.optimizers import make_optimizer
+from podrl.agents.optimizers import moved_here
 from podrl.agents.ppo.config import PPOConfig
 from podrl.agents.ppo.losses import PPOBatch, make_loss_fn
 from podrl.agents.returns import batched_gae, learner_rewards
 from podrl.agents.unroll import env_minibatches, next_values
-from podrl.envs.types import EnvSpec
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 
-__all__ = ["make_agent", "make_optimizer"]  # make_optimizer: re-exported from `podrl.agents.optimizers`
+__all__ = ["make_agent"]
+__getattr__ = moved_here(__name__, {"make_optimizer": "make_optimizer"})
 
 
 def make_agent(config: PPOConfig, env_spec: EnvSpec, total_updates: int) -> Agent:

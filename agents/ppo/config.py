@@ -12,7 +12,11 @@ import math
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from podrl.agents.config_base import (
-    AdamConfig, AgentConfigBase, EpochsConfig, ObsNormConfig, check_sequence_minibatches,
+    AdamConfig,
+    AgentConfigBase,
+    EpochsConfig,
+    ObsNormConfig,
+    check_sequence_minibatches,
 )
 from podrl.agents.config_checks import NetworkConfig
 from podrl.agents.reward_clip import RewardClipConfig

@@ -8,8 +8,11 @@ LayerNorm, epsilon-greedy acting, no target network and no replay, for both layo
     python scripts/train_anakin.py agent:pqn
 """
 
-from podrl.agents.pqn.agent import make_agent, make_optimizer
+from podrl.agents.optimizers import moved_here
+from podrl.agents.pqn.agent import make_agent
 from podrl.agents.pqn.config import PQNConfig
 from podrl.agents.pqn.losses import PQNBatch, make_loss_fn
 
-__all__ = ["PQNConfig", "make_agent", "make_optimizer", "PQNBatch", "make_loss_fn"]
+__all__ = ["PQNConfig", "make_agent", "PQNBatch", "make_loss_fn"]
+
+__getattr__ = moved_here(__name__, {"make_optimizer": "make_optimizer"})

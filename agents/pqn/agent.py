@@ -23,12 +23,12 @@ from podrl.agents.pqn.config import PQNConfig
 from podrl.agents.pqn.losses import PQNBatch, make_loss_fn
 from podrl.agents.q_learning import QParts, next_params, q_agent, q_values
 from podrl.agents.returns import batched_q_lambda_returns, learner_rewards
-from podrl.envs.types import EnvSpec
 from podrl.core.types import Agent, Metrics, TrainState, Trajectory
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 
-__all__ = ["make_agent", "make_optimizer", "q_lambda_batch"]  # make_optimizer: from `podrl.agents.optimizers`
+__all__ = ["make_agent", "q_lambda_batch"]
 
 
 def make_agent(config: PQNConfig, env_spec: EnvSpec, total_updates: int) -> Agent:

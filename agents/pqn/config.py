@@ -29,7 +29,8 @@ class PQNConfig(AgentConfigBase, RewardClipConfig, EpsilonConfig, QNetworkConfig
     several epochs of minibatch SGD per rollout, like PPO."""
 
     layer_norm: bool = True
-    """LayerNorm after each hidden dense layer (before the activation) of the torso; PQN's stabiliser (paper section 4)."""
+    """LayerNorm after each hidden dense layer (before the activation) of the torso; PQN's stabiliser (paper section
+    4)."""
     gamma: float = 0.99
     """Discount factor, in [0, 1]."""
     q_lambda: float = 0.65

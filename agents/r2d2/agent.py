@@ -36,20 +36,25 @@ import jax.numpy as jnp
 from podrl.agents import prioritised
 from podrl.agents.actor_critic import check_total_updates, count_params
 from podrl.agents.cores import Carry, zero_carry
+from podrl.agents.masking import action_mask, epsilon_greedy, masked_argmax
 from podrl.agents.off_policy import (
-    ReplayParts, ReplayPieces, TargetLearnerState, init_target_learner, replay_update, target_sgd_step,
+    ReplayParts,
+    ReplayPieces,
+    TargetLearnerState,
+    init_target_learner,
+    replay_update,
+    target_sgd_step,
 )
 from podrl.agents.optimizers import per_update_optimizer
-from podrl.agents.masking import action_mask, epsilon_greedy, masked_argmax
 from podrl.agents.q_learning import discrete_torso_input
 from podrl.agents.r2d2.config import R2D2Config
 from podrl.agents.r2d2.losses import R2D2Batch, Step, make_loss_fn
 from podrl.agents.r2d2.networks import RecurrentQNetwork, bootstrap_q, q_unroll
 from podrl.agents.returns import learner_rewards
 from podrl.agents.unroll import reset_before
+from podrl.core.types import Agent, EnvColumns, TrainState, Trajectory
 from podrl.envs import observations
 from podrl.envs.types import EnvSpec
-from podrl.core.types import Agent, EnvColumns, TrainState, Trajectory
 
 Array = jax.Array
 
@@ -65,7 +70,8 @@ class R2D2ActorState(NamedTuple):
 
 
 R2D2Parts = ReplayParts
-"""What R2D2's pure functions close over (`podrl.agents.off_policy.ReplayParts`: its config, `RecurrentQNetwork`, ...)."""
+"""What R2D2's pure functions close over (`podrl.agents.off_policy.ReplayParts`: its config, `RecurrentQNetwork`,
+...)."""
 
 
 def make_network(config: R2D2Config, env_spec: EnvSpec) -> RecurrentQNetwork:

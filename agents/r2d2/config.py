@@ -16,8 +16,14 @@ import dataclasses
 from typing import ClassVar
 
 from podrl.agents.config_base import AdamConfig, AgentConfigBase
-from podrl.agents.config_checks import (PrioritisedConfig, QNetworkConfig, ReplayConfig, check_fill_covers_windows,
-                                        check_fill_field, sequence_layout_problem)
+from podrl.agents.config_checks import (
+    PrioritisedConfig,
+    QNetworkConfig,
+    ReplayConfig,
+    check_fill_covers_windows,
+    check_fill_field,
+    sequence_layout_problem,
+)
 from podrl.agents.reward_clip import RewardClipConfig
 from podrl.core.errors import ConfigError, require_bool, require_choice, require_int, require_number
 
@@ -47,23 +53,27 @@ class R2D2Config(AgentConfigBase, RewardClipConfig, QNetworkConfig, PrioritisedC
     head_hidden: int = 0
     """Width of a hidden ReLU layer in each head stream (0: linear streams; R2D2's Atari network 512)."""
     burn_in: int = 4
-    """Steps at the start of each replayed sequence that only warm up the core from the stored state (no loss, no gradient)."""
+    """Steps at the start of each replayed sequence that only warm up the core from the stored state (no loss, no
+    gradient)."""
     sequence_length: int = 8
     """Steps of each replayed sequence the loss covers, after its burn-in (R2D2: 80)."""
     sequence_period: int = 4
-    """Steps between the starts of one env's sequences (they overlap by burn_in + sequence_length - sequence_period); divides rollout_length (R2D2: 40)."""
+    """Steps between the starts of one env's sequences (they overlap by burn_in + sequence_length - sequence_period);
+    divides rollout_length (R2D2: 40)."""
     n_step: int = 5
     """Steps of reward before bootstrapping; cut at episode ends and at the sequence's end."""
     gamma: float = 0.99
     """Discount factor, in [0, 1]."""
     value_rescaling: bool = True
-    """Targets y = h(R + gamma^n h^-1(Q_target)) with h(x) = sign(x)(sqrt(|x| + 1) - 1) + 1e-3 x (False: y = R + gamma^n Q_target)."""
+    """Targets y = h(R + gamma^n h^-1(Q_target)) with h(x) = sign(x)(sqrt(|x| + 1) - 1) + 1e-3 x (False: y = R + gamma^n
+    Q_target)."""
     double_q: bool = True
     """Double Q-learning: the online network picks the bootstrap action, the target network values it."""
     priority_eta: float = 0.9
     """A sequence's priority: eta max_t |delta_t| + (1 - eta) mean_t |delta_t| over its learned steps, in [0, 1]."""
     epsilon: float = 0.4
-    """Ape-X exploration: the actor of env column i of N acts with epsilon^(1 + epsilon_alpha * i / (N - 1)), fixed for the run."""
+    """Ape-X exploration: the actor of env column i of N acts with epsilon^(1 + epsilon_alpha * i / (N - 1)), fixed for
+    the run."""
     epsilon_alpha: float = 7.0
     """Ape-X's alpha: how far the columns' epsilons spread below `epsilon` (>= 0; 0: every column uses `epsilon`)."""
     target_update_period: int = 100
@@ -110,7 +120,8 @@ class R2D2Config(AgentConfigBase, RewardClipConfig, QNetworkConfig, PrioritisedC
         envs and holds a rollout plus a sequence of each env; ConfigError("min_fill") unless it covers one
         sequence of every env."""
         super().check_batch(rollout_length, envs_per_shard)
-        problem = sequence_layout_problem(self.buffer_size, rollout_length, envs_per_shard, self.window, self.sequence_period)
+        problem = sequence_layout_problem(self.buffer_size, rollout_length, envs_per_shard, self.window,
+                                          self.sequence_period)
         if problem:
             raise ConfigError("sequence_period" if rollout_length % self.sequence_period else "buffer_size", problem)
         check_fill_covers_windows(self.min_fill, self.window, envs_per_shard, "sequence of burn_in + sequence_length")

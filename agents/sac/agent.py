@@ -23,15 +23,21 @@ import jax
 import jax.numpy as jnp
 
 from podrl.agents import replay
-from podrl.agents.optimizers import base_optimizer
 from podrl.agents.continuous import (
-    ContinuousParts, continuous_agent, continuous_parts, critic_step, init_learner, optimizer_step, polyak,
+    ContinuousParts,
+    continuous_agent,
+    continuous_parts,
+    critic_step,
+    init_learner,
+    optimizer_step,
+    polyak,
     target_entropy,
 )
+from podrl.agents.optimizers import base_optimizer
 from podrl.agents.sac.config import SACConfig
 from podrl.agents.sac.losses import actor_loss, soft_q_target, tanh_gaussian_log_prob, temperature_loss
-from podrl.envs.types import EnvSpec
 from podrl.core.types import Agent, Metrics, TrainState
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 

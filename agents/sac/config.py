@@ -28,9 +28,11 @@ class SACConfig(AgentConfigBase, ContinuousControlConfig):
     bounded continuous (Box) action space (ConfigError("env") otherwise)."""
 
     warmup_steps: int = 5_000
-    """Per learner shard: the first warmup_steps transitions come from uniform random actions, and no gradient step is taken before the buffer holds them (CleanRL's learning_starts)."""
+    """Per learner shard: the first warmup_steps transitions come from uniform random actions, and no gradient step is
+    taken before the buffer holds them (CleanRL's learning_starts)."""
     learn_temperature: bool = True
-    """Learn log alpha toward the target entropy -A (arXiv:1812.05905, eq. 18); False keeps alpha at initial_temperature."""
+    """Learn log alpha toward the target entropy -A (arXiv:1812.05905, eq. 18); False keeps alpha at
+    initial_temperature."""
     initial_temperature: float = 1.0
     """The entropy temperature alpha at the start (> 0)."""
     temperature_learning_rate: float = 1e-3

@@ -22,14 +22,20 @@ import jax.numpy as jnp
 
 from podrl.agents import replay
 from podrl.agents.continuous import (
-    ContinuousLearnerState, ContinuousParts, continuous_agent, continuous_parts, critic_step, init_learner,
-    optimizer_step, polyak,
+    ContinuousLearnerState,
+    ContinuousParts,
+    continuous_agent,
+    continuous_parts,
+    critic_step,
+    init_learner,
+    optimizer_step,
+    polyak,
 )
 from podrl.agents.td3.config import TD3Config
 from podrl.agents.td3.losses import clipped_double_q_target, deterministic_actor_loss, smoothed_target_action
-from podrl.envs.types import EnvSpec
 from podrl.core.parallel import vary_like
 from podrl.core.types import Agent, Metrics, TrainState
+from podrl.envs.types import EnvSpec
 
 Array = jax.Array
 

@@ -28,7 +28,8 @@ class TD3Config(AgentConfigBase, ContinuousControlConfig):
     (ConfigError("env") otherwise)."""
 
     warmup_steps: int = 25_000
-    """Per learner shard: the first warmup_steps transitions come from uniform random actions, and no gradient step is taken before the buffer holds them (CleanRL's learning_starts)."""
+    """Per learner shard: the first warmup_steps transitions come from uniform random actions, and no gradient step is
+    taken before the buffer holds them (CleanRL's learning_starts)."""
     critic_learning_rate: float = 3e-4
     """Adam step size of the twin critics."""
     exploration_noise: float = 0.1

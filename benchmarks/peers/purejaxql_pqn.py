@@ -37,7 +37,6 @@ def measure(spec: dict) -> dict:
     sys.path.insert(0, src)
     import jax
     import jax.numpy as jnp
-
     from purejaxql import pqn_minatar
 
     total = int(spec["total_timesteps"])

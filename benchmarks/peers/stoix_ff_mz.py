@@ -54,7 +54,6 @@ def measure(spec: dict) -> dict:
     src = stoix_source.enter(spec)
     import jax
     import numpy as np
-
     from stoix.systems.search import ff_mz
 
     calls: list[dict] = []

@@ -56,7 +56,6 @@ def measure(spec: dict) -> dict:
     """Runs Stoix's Sebulba PPO once on `spec` (see `overrides`); its clocked steps/s and final return."""
     src = stoix_source.enter(spec)
     import jax
-
     from stoix.systems.ppo.sebulba import ff_ppo
 
     stamps: list[float] = []

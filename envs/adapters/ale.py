@@ -16,9 +16,14 @@ follows (`env.protocol.describe()`).
 
 from __future__ import annotations
 
+import importlib.util
 import re
+from functools import partial
 from types import ModuleType
 from typing import Any
+
+import gymnasium
+from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 from podrl.envs.adapters.atari import AtariProtocol, ale_vector_kwargs, atari_protocol, gymnasium_fallback_kwargs
 from podrl.envs.adapters.gymnasium import GymnasiumVectorEnv
@@ -48,9 +53,6 @@ def game_names(name: str) -> tuple[str, str]:
 
 def _preprocessed_atari(env_id: str, make_kwargs: dict[str, Any], preprocessing: dict[str, Any]):
     """One gymnasium ALE env: `gymnasium.make(env_id, **make_kwargs)`, `AtariPreprocessing`, 4 stacked frames."""
-    import gymnasium
-    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
-
     gymnasium.register_envs(import_ale())
     env = AtariPreprocessing(gymnasium.make(env_id, **make_kwargs), **preprocessing)
     return FrameStackObservation(env, 4)
@@ -87,9 +89,6 @@ def make_ale_env(game: str, num_envs: int, *, vectorization: str = "sync", use_v
 
 def _gymnasium_fallback(camel: str, num_envs: int, vectorization: str, protocol: AtariProtocol) -> GymnasiumVectorEnv:
     """gymnasium's `ALE/<camel>-v5` single envs, preprocessed, vectorised (refuses what they cannot do)."""
-    import importlib.util
-    from functools import partial
-
     make_kwargs, preprocessing = gymnasium_fallback_kwargs(protocol)
     if importlib.util.find_spec("cv2") is None:
         raise MissingExtraError("the gymnasium ALE fallback's AtariPreprocessing (ale-py without AtariVectorEnv) "

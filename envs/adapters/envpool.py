@@ -24,8 +24,7 @@ from typing import Any
 from podrl.envs.adapters.atari import FIELD, AtariProtocol, atari_protocol, envpool_kwargs
 from podrl.envs.adapters.gymnasium import GymnasiumVectorEnv
 from podrl.envs.adapters.optional import import_optional
-from podrl.envs.errors import UnknownEnvError
-from podrl.envs.errors import ConfigError
+from podrl.envs.errors import ConfigError, UnknownEnvError
 
 
 def import_envpool() -> ModuleType:

@@ -35,13 +35,18 @@ from typing import Any, Callable
 import gymnasium
 import jax
 import numpy as np
-from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from podrl.envs import observations
 from podrl.envs.adapters import info_mask
 from podrl.envs.adapters.atari import life_lost
-from podrl.envs.adapters.specs import EnvSpecMismatchError, EpisodeTracker, convert_action_spec, convert_observation_spec
+from podrl.envs.adapters.specs import (
+    EnvSpecMismatchError,
+    EpisodeTracker,
+    convert_action_spec,
+    convert_observation_spec,
+    explain_single_env,
+)
 from podrl.envs.types import ActionSpec, ObservationSpec, TimeStep
 
 SAFE_CONTEXTS = ("spawn", "forkserver")
@@ -97,44 +102,6 @@ def single_env_factory(env: str | Callable[[], gymnasium.Env], **make_kwargs: An
     )
 
 
-def explain_single_env(factory: Callable[[], gymnasium.Env], method: str, seed: int,
-                       steps: int = 8) -> EnvSpecMismatchError | None:
-    """Replays one env from `factory` (reset, then up to `steps` random steps if `method` is
-    "step") and names the first observation whose shape or dtype kind breaks its
-    `observation_space`; None if none does or the env cannot be replayed alone.
-
-    A vector env reports such an observation only as a failed copy into its batch
-    buffer ("Output array is the wrong shape"), which reads like a bad action.
-    """
-    try:
-        env = factory()
-    except Exception:  # noqa: BLE001 - nothing to explain with
-        return None
-    space, name = env.observation_space, type(env.unwrapped).__name__
-    if isinstance(space, (spaces.Dict, spaces.Tuple)):  # nested: the batch copy names the leaf itself
-        env.close()
-        return None
-    try:
-        obs, _ = env.reset(seed=seed)
-        for i in range(steps + 1 if method == "step" else 1):
-            if i:
-                obs = env.step(env.action_space.sample())[0]
-            got = np.asarray(obs)
-            where = "reset" if i == 0 else "step"
-            fix = f"return observations that match observation_space ({space}), or declare the space they have"
-            if got.shape != space.shape:
-                return EnvSpecMismatchError(name, where, "observation shape", f"{space.shape} (observation_space.shape)",
-                                            got.shape, fix)
-            if space.dtype is not None and got.dtype.kind != np.dtype(space.dtype).kind:
-                return EnvSpecMismatchError(name, where, "observation dtype", f"{space.dtype} (observation_space.dtype)",
-                                            got.dtype, fix)
-    except Exception:  # noqa: BLE001 - the env fails alone too: not an observation problem
-        return None
-    finally:
-        env.close()
-    return None
-
-
 def build_vector_env(
     env: str | Callable[[], gymnasium.Env],
     num_envs: int,
@@ -158,7 +125,8 @@ def build_vector_env(
         return SyncVectorEnv(fns, autoreset_mode=mode)
     if vectorization == "async":
         if context not in SAFE_CONTEXTS:
-            raise ValueError(f"async context must be one of {SAFE_CONTEXTS} (fork deadlocks under JAX), got {context!r}")
+            raise ValueError(f"async context must be one of {SAFE_CONTEXTS} (fork deadlocks under JAX), "
+                             f"got {context!r}")
         return AsyncVectorEnv(fns, context=context, autoreset_mode=mode)
     raise ValueError(f"vectorization must be 'sync' or 'async', got {vectorization!r}")
 
@@ -333,7 +301,8 @@ class GymnasiumVectorEnv:
     def _rows(self, x: np.ndarray, infos: dict) -> np.ndarray:
         """`x` ordered by env index (batched backends such as envpool report `infos['env_id']`)."""
         if x.shape[:1] != (self.num_envs,):
-            raise ValueError(f"{type(self.env).__name__} returned a batch of {x.shape[:1]}, expected ({self.num_envs},)")
+            raise ValueError(f"{type(self.env).__name__} returned a batch of {x.shape[:1]}, "
+                             f"expected ({self.num_envs},)")
         ids = infos.get("env_id") if isinstance(infos, dict) else None
         if ids is None or np.array_equal(ids, np.arange(self.num_envs)):
             return x
@@ -386,7 +355,8 @@ class GymnasiumVectorEnv:
         kept = rows[~selected]
         if not all(np.array_equal(new[~selected], old[kept], equal_nan=np.issubdtype(old.dtype, np.floating))
                    for new, old in zip(jax.tree.leaves(reset_obs), jax.tree.leaves(obs), strict=True)):
-            raise ResetMaskError(f"{name}.reset(options={{'reset_mask': ...}}) changed envs outside the mask: it ignores reset_mask")
+            raise ResetMaskError(f"{name}.reset(options={{'reset_mask': ...}}) changed envs outside the mask: "
+                                 "it ignores reset_mask")
         obs = jax.tree.map(np.copy, obs)
         for target, value in zip(jax.tree.leaves(obs), jax.tree.leaves(reset_obs), strict=True):
             target[rows[selected]] = value[selected]

@@ -2,7 +2,8 @@
 
 The env is wrapped with `podrl.envs.wrap_for_training` (auto-reset + episode stats),
 exactly as the Anakin layout runs it, and `num_envs` copies are stepped by one
-jitted, vmapped call on this process's first CPU device (`jax.local_devices(backend="cpu")[0]`). Results come back as numpy.
+jitted, vmapped call on this process's first CPU device (`jax.local_devices(backend="cpu")[0]`). Results come back as
+numpy.
 
 Reset keys: `reset(seed)` derives the per-env keys as a single-device,
 single-seed Anakin run does (the `env_key` branch of `podrl.core.keys`; envs never

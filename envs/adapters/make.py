@@ -23,12 +23,23 @@ import gymnasium
 from gymnasium.vector import VectorEnv
 
 from podrl.envs import schemes
+from podrl.envs.adapters.ale import import_ale, make_ale_env
 from podrl.envs.adapters.dm_env import DmEnvVectorEnv
+from podrl.envs.adapters.dmc import make_dmc_env
+from podrl.envs.adapters.envpool import EnvpoolVectorEnv
 from podrl.envs.adapters.gymnasium import GymnasiumVectorEnv
 from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.envs.host import HostVectorEnv
-from podrl.envs.registry import (ImportPathError, UnknownEnvError, check_name, close_names, import_path,
-                                 import_user_module, make, registered)
+from podrl.envs.registry import (
+    ImportPathError,
+    UnknownEnvError,
+    check_name,
+    close_names,
+    import_path,
+    import_user_module,
+    make,
+    registered,
+)
 from podrl.envs.types import JaxEnv
 
 FORMS = schemes.expected("sebulba")
@@ -87,8 +98,6 @@ def _close_ids(name: str) -> str:
 
 def _gymnasium_id(name: str) -> bool:
     if name.startswith("ALE/"):
-        from podrl.envs.adapters.ale import import_ale
-
         gymnasium.register_envs(import_ale())
     return name in gymnasium.registry
 
@@ -154,23 +163,17 @@ def dm_env_factory(name: str, num_envs: int, seed: int = 0, vectorization: str =
 
 def dmc_env(name: str, num_envs: int, seed: int = 0, vectorization: str = "sync", **options: Any) -> HostVectorEnv:
     """'dmc:<domain>-<task>': a dm_control suite task (`podrl.envs.adapters.dmc`, flat observations)."""
-    from podrl.envs.adapters.dmc import make_dmc_env
-
     return make_dmc_env(name, num_envs, seed=seed, **options)
 
 
 def ale_env(name: str, num_envs: int, seed: int = 0, vectorization: str = "sync", **options: Any) -> HostVectorEnv:
     """'ale:Pong', 'ale:ALE/Pong-v5': Atari via ale-py (`podrl.envs.adapters.ale`); `options` are Atari options."""
-    from podrl.envs.adapters.ale import make_ale_env
-
     return make_ale_env(schemes.split(name)[1], num_envs, vectorization=vectorization, **options)
 
 
 def envpool_env(name: str, num_envs: int, seed: int = 0, vectorization: str = "sync",
                 **options: Any) -> HostVectorEnv:
     """'envpool:Pong-v5': an envpool task (`podrl.envs.adapters.envpool`)."""
-    from podrl.envs.adapters.envpool import EnvpoolVectorEnv
-
     return EnvpoolVectorEnv(schemes.split(name)[1], num_envs, seed=seed, **options)
 
 

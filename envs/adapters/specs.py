@@ -12,7 +12,8 @@
   `podrl.envs.wrappers.EpisodeStats` (float32 sum, int32 count, zeroed after LAST).
 * `check_host_env` resets and steps a `HostVectorEnv` with actions sampled from
   its action spec and raises `EnvSpecMismatchError` at the first field that
-  breaks the contract.
+  breaks the contract; `explain_single_env` replays one gymnasium env alone to name the observation that
+  breaks its `observation_space` (a vector env reports it only as a failed copy into its batch).
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from dm_env import specs
 from gymnasium import spaces
 
 from podrl.envs import observations
+from podrl.envs.errors import UserInputError
 from podrl.envs.host import EXTRAS_KEYS, HostVectorEnv
 from podrl.envs.types import FIRST, LAST, MID, ActionSpec, ObservationSpec, TimeStep
-from podrl.envs.errors import UserInputError
 
 
 class UnsupportedSpaceError(UserInputError, TypeError):
@@ -47,7 +48,8 @@ class EnvSpecMismatchError(UserInputError, ValueError):
 
     def __init__(self, env_name: str, method: str, field: str, expected: Any, got: Any, fix: str = ""):
         self.method, self.field, self.expected, self.got = method, field, expected, got
-        super().__init__(f"{env_name}.{method}(): {field}: expected {expected}, got {got}" + (f"; {fix}" if fix else ""))
+        super().__init__(f"{env_name}.{method}(): {field}: expected {expected}, got {got}"
+                         + (f"; {fix}" if fix else ""))
 
 
 # ---------------------------------------------------------------- spec conversion
@@ -327,3 +329,41 @@ def _call(env: HostVectorEnv, method: str, args: tuple, seed: int,
         explain = getattr(env, "explain_failure", None)
         explained = explain(method, seed) if callable(explain) else None
         raise (explained or otherwise(e)) from e
+
+
+def explain_single_env(factory: Callable[[], Any], method: str, seed: int,
+                       steps: int = 8) -> EnvSpecMismatchError | None:
+    """Replays one env from `factory` (reset, then up to `steps` random steps if `method` is
+    "step") and names the first observation whose shape or dtype kind breaks its
+    `observation_space`; None if none does or the env cannot be replayed alone.
+
+    A vector env reports such an observation only as a failed copy into its batch
+    buffer ("Output array is the wrong shape"), which reads like a bad action.
+    """
+    try:
+        env = factory()
+    except Exception:  # noqa: BLE001 - nothing to explain with
+        return None
+    space, name = env.observation_space, type(env.unwrapped).__name__
+    if isinstance(space, (spaces.Dict, spaces.Tuple)):  # nested: the batch copy names the leaf itself
+        env.close()
+        return None
+    try:
+        obs, _ = env.reset(seed=seed)
+        for i in range(steps + 1 if method == "step" else 1):
+            if i:
+                obs = env.step(env.action_space.sample())[0]
+            got = np.asarray(obs)
+            where = "reset" if i == 0 else "step"
+            fix = f"return observations that match observation_space ({space}), or declare the space they have"
+            if got.shape != space.shape:
+                return EnvSpecMismatchError(name, where, "observation shape",
+                                            f"{space.shape} (observation_space.shape)", got.shape, fix)
+            if space.dtype is not None and got.dtype.kind != np.dtype(space.dtype).kind:
+                return EnvSpecMismatchError(name, where, "observation dtype",
+                                            f"{space.dtype} (observation_space.dtype)", got.dtype, fix)
+    except Exception:  # noqa: BLE001 - the env fails alone too: not an observation problem
+        return None
+    finally:
+        env.close()
+    return None

@@ -36,19 +36,27 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
+from podrl.anakin.config import AnakinConfig
+from podrl.anakin.rollout import ActingState, EpisodeTotals, reset_batch, rollout
+from podrl.core.finite import InputCounts, add_counts, count_nonfinite
+from podrl.core.keys import base_key, env_keys, eval_keys, per_seed_keys, seed_keys, update_keys
+from podrl.core.learner_state import broadcast_prefix, shard_global, shard_local, train_state_spec
+from podrl.core.mesh import population_mesh
+from podrl.core.parallel import (
+    DATA_AXIS,
+    POPULATION_AXIS,
+    learner_metrics,
+    mean_across_learners,
+    sum_across_learners,
+    vary_like,
+)
+from podrl.core.types import Agent, Array, EnvColumns, Metrics, TrainState, env_columns
 from podrl.envs.types import JaxEnv
 from podrl.envs.wrappers import wrap_for_training
-from podrl.anakin.config import AnakinConfig
 from podrl.run.evaluation import evaluate_greedy
-from podrl.core.finite import InputCounts, add_counts, count_nonfinite
-from podrl.core.learner_state import broadcast_prefix, shard_global, shard_local, train_state_spec
-from podrl.core.parallel import (DATA_AXIS, POPULATION_AXIS, learner_metrics, mean_across_learners,
-                                 sum_across_learners, vary_like)
-from podrl.core.keys import base_key, env_keys, eval_keys, per_seed_keys, seed_keys, update_keys
-from podrl.anakin.rollout import ActingState, EpisodeTotals, reset_batch, rollout
-from podrl.core.types import Agent, Array, EnvColumns, Metrics, TrainState, env_columns
 from podrl.run.watchdog import Begun
 
 
@@ -98,8 +106,6 @@ def two_d(mesh: Mesh) -> Mesh:
     """`mesh` as the `(POPULATION_AXIS, DATA_AXIS)` mesh (a 1-D data mesh becomes one row)."""
     if POPULATION_AXIS in mesh.axis_names:
         return mesh
-    from podrl.core.mesh import population_mesh
-
     return population_mesh(list(mesh.devices.flat), 1)
 
 
@@ -224,7 +230,8 @@ class AnakinCompiled:
             acc = acc._replace(hyperparams=state.train_state.hyperparams)
             return state._replace(train_state=shard_global(state.train_state)), acc
 
-        if self.members_per_row == 1:  # no vmap: the rollout's reset cond stays a cond (`podrl.envs.wrappers.batch_step`)
+        # no vmap: the rollout's reset cond stays a cond (`podrl.envs.wrappers.batch_step`)
+        if self.members_per_row == 1:
             state, acc = jax.tree.map(lambda x: x[None], one_seed(jax.tree.map(lambda x: x[0], state)))
         else:
             state, acc = jax.vmap(one_seed)(state)
@@ -274,8 +281,9 @@ class AnakinCompiled:
         """What `init` returns, as `jax.ShapeDtypeStruct`s with its shardings (traced; nothing compiles or runs)."""
         shapes = jax.eval_shape(self._init, self._seeds())
         specs = broadcast_prefix(STATE_SPECS, shapes)
-        return jax.tree.map(lambda x, spec: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(self.mesh, spec)),
-                            shapes, specs)
+        return jax.tree.map(
+            lambda x, spec: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(self.mesh, spec)),
+            shapes, specs)
 
     def compile_ahead(self, timeout_s: float) -> None:
         """Begins compiling the train call and (with `eval_episodes`) the evaluation in background threads, for
@@ -310,7 +318,8 @@ class AnakinCompiled:
             raise RuntimeError("compile() first")
         return self._compiled_call.as_text()
 
-    def train_call(self, state: AnakinState, first_update: int, limit: int | None = None) -> tuple[AnakinState, CallMetrics]:
+    def train_call(self, state: AnakinState, first_update: int,
+                   limit: int | None = None) -> tuple[AnakinState, CallMetrics]:
         """Runs updates `first_update .. first_update + updates_per_call`, none at or past
         `limit` (default: the run's total)."""
         call = self._compiled_call or self._call
@@ -323,8 +332,9 @@ class AnakinCompiled:
 
     def evaluate_params(self, params: Any, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Greedy returns `[S]` of `params` (a state's `train_state.params`, or a copy with its sharding),
-        and per member how many episodes met a NaN/Inf reward / observation, or an all-False action mask `[S]`. The evaluation `compile`
-        took from `compile_ahead` serves params laid out as it was compiled for; other params go through jit."""
+        and per member how many episodes met a NaN/Inf reward / observation, or an all-False action mask `[S]`.
+        The evaluation `compile` took from `compile_ahead` serves params laid out as it was compiled for; other
+        params go through jit."""
         evaluate = self._eval
         if self._compiled_eval is not None and _fits(params, self._compiled_eval[1]):
             evaluate = self._compiled_eval[0]

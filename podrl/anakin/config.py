@@ -10,12 +10,12 @@ import dataclasses
 import functools
 from typing import ClassVar
 
-from podrl.envs.registry import check_name
-from podrl.run.config import RunConfig
-from podrl.run.options import MAY_CHANGE, option
 from podrl.core.errors import ConfigError, require_int, require_number
 from podrl.core.population import SweepAxis, check_sweep, parse_sweep
 from podrl.core.types import AgentConfig
+from podrl.envs.registry import check_name
+from podrl.run.config import RunConfig
+from podrl.run.options import MAY_CHANGE, option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,23 +31,29 @@ class AnakinConfig(RunConfig):
     rollout_length: int = 128
     """Steps per environment between updates."""
     num_devices: int | None = option(None, on_resume=MAY_CHANGE)
-    """Local devices to use (the data-parallel mesh); None uses all local devices. May change on resume (the checkpoint is restored onto the new mesh)."""
+    """Local devices to use (the data-parallel mesh); None uses all local devices. May change on resume (the checkpoint
+    is restored onto the new mesh)."""
     updates_per_call: int = option(32, on_resume=MAY_CHANGE)
     """Updates per compiled call; metrics are logged (and evaluation, PBT, checkpoints may follow) after each call."""
     timeout_s: float = option(600.0, on_resume=MAY_CHANGE)
-    """Init, compile, one train call or one evaluation running longer than this (seconds) fails the run naming it; 0 = never."""
+    """Init, compile, one train call or one evaluation running longer than this (seconds) fails the run naming it; 0 =
+    never."""
     population: int = option(0, box="population")
-    """Population members trained in one program (member i: seed + i, its own swept hyperparameters); 0 = no population (--num-seeds)."""
+    """Population members trained in one program (member i: seed + i, its own swept hyperparameters); 0 = no population
+    (--num-seeds)."""
     sweep: tuple[str, ...] = option((), box="population")
-    """Per-member agent hyperparameters, FIELD=SPEC each: agent.entropy_coef=0.0,0.01 (grid) or agent.learning_rate=loguniform:1e-4:3e-3 / uniform:LOW:HIGH (random)."""
+    """Per-member agent hyperparameters, FIELD=SPEC each: agent.entropy_coef=0.0,0.01 (grid) or
+    agent.learning_rate=loguniform:1e-4:3e-3 / uniform:LOW:HIGH (random)."""
     population_shards: int = option(1, box="population")
-    """Devices along the mesh's population axis (members split over them); the rest of the devices are data-parallel shards."""
+    """Devices along the mesh's population axis (members split over them); the rest of the devices are data-parallel
+    shards."""
     pbt_every: int = option(0, box="population")
     """Population-based training: exploit and explore every this many updates (after the call crossing it); 0 = off."""
     pbt_fraction: float = option(0.25, box="population")
     """PBT truncation selection: the bottom this fraction of members copies a member of the top this fraction."""
     pbt_perturb: tuple[float, ...] = option((0.8, 1.2), box="population")
-    """PBT explore: each swept hyperparameter of a copied member is multiplied by one of these factors (drawn uniformly)."""
+    """PBT explore: each swept hyperparameter of a copied member is multiplied by one of these factors (drawn
+    uniformly)."""
 
     def __post_init__(self):
         require_int(self, "num_seeds", "num_envs", "rollout_length", "updates_per_call", "population_shards")

@@ -7,12 +7,20 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from podrl.envs.types import EnvState, JaxEnv, TimeStep
-from podrl.envs.wrappers import batch_step
 from podrl.core.keys import step_keys
 from podrl.core.parallel import match_varying
-from podrl.core.types import (ActorState, Agent, Array, EnvColumns, Params, PRNGKey, Trajectory,
-                              reset_finished_actor_state)
+from podrl.core.types import (
+    ActorState,
+    Agent,
+    Array,
+    EnvColumns,
+    Params,
+    PRNGKey,
+    Trajectory,
+    reset_finished_actor_state,
+)
+from podrl.envs.types import EnvState, JaxEnv, TimeStep
+from podrl.envs.wrappers import batch_step
 
 
 class ActingState(NamedTuple):

@@ -26,9 +26,11 @@ import jax
 from podrl.anakin.compiled import AnakinCompiled
 from podrl.anakin.config import AnakinConfig
 from podrl.core.learner_state import check_shard_state_fits
+from podrl.core.mesh import mesh_devices, population_mesh
 from podrl.core.population import member_values, sweepable
 from podrl.core.types import AgentConfig
-from podrl.envs.types import JaxEnv
+from podrl.envs.registry import make
+from podrl.envs.types import JaxEnv, env_spec
 from podrl.testing.shards import check_before_run
 
 
@@ -43,10 +45,6 @@ def build(config: AnakinConfig, agent_config: AgentConfig, env: JaxEnv | None = 
           devices: list[jax.Device] | None = None) -> AnakinSetup:
     """Checks `config` against the devices and `agent_config`, builds the env (`config.env`, or `env`), the
     agent and the compiled pieces (module doc); `devices` default to `config.num_devices` local ones."""
-    from podrl.core.mesh import mesh_devices, population_mesh
-    from podrl.envs.registry import make
-    from podrl.envs.types import env_spec
-
     devices = devices if devices is not None else mesh_devices(config.num_devices)
     config.check_layout(len(devices), agent_config)
     env = env if env is not None else make(config.env)

@@ -21,8 +21,8 @@ from podrl.anakin.setup import build
 from podrl.core.types import AgentConfig
 from podrl.envs.types import JaxEnv
 from podrl.run.context import RunContext
-from podrl.run.stages import publish, timed_run
 from podrl.run.driver import drive
+from podrl.run.stages import publish, timed_run
 
 
 class AnakinResult(NamedTuple):
@@ -33,7 +33,7 @@ class AnakinResult(NamedTuple):
     steps_per_second: float  # env steps per second over all seeds, training calls only
     run_dir: str | None
     checkpoint_dir: str | None = None
-    stopped_by: str | None = None  # "SIGTERM", "SIGINT", "stop_at_return", "stop_after_updates", or None (ran to the end)
+    stopped_by: str | None = None  # one of podrl.run.outcome.STOPPED_BY, or None (ran to its total)
     stages: dict[str, Any] | None = None  # where the seconds from process start went (`podrl.run.stages`)
 
 

@@ -32,11 +32,22 @@ import sys
 import traceback
 from typing import Annotated, Any, Literal
 
+import numpy as np
 import tyro
 
 from podrl.cli.flags import DEBUG_HELP
-from podrl.cli.policy import PolicyError, evaluate_checkpoint
+from podrl.cli.policy import (
+    PolicyError,
+    check_spec,
+    experiment_of,
+    load_policy,
+    open_checkpoint,
+    resolve_env,
+    run_episodes,
+    trained_spec,
+)
 from podrl.cli.train import debug_requested
+from podrl.cli.video import try_video
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,8 +76,41 @@ class EvaluateArgs:
     """Print one JSON object instead of the text line."""
 
 
+def evaluate_checkpoint(checkpoint: str, step: int | None = None, env: str | None = None, backend: str = "auto",
+                        episodes: int = 32, seed: int = 0, seed_index: int = 0, max_steps: int | None = None,
+                        video: str | None = None) -> dict[str, Any]:
+    """Greedy episodes of the policy in `checkpoint` (`EvaluateArgs` describes each argument);
+    returns the JSON-able summary (mean, std, min, max, returns, ...)."""
+    if episodes < 1:
+        raise PolicyError(f"--episodes must be positive, got {episodes}")
+    checkpointer, step, config = open_checkpoint(checkpoint, step)
+    try:
+        layout, run = config["layout"], config["run"]
+        options = dict(experiment_of(config, checkpointer.directory).env_options)  # e.g. the run's Atari protocol
+        own = resolve_env(run["env"], "jax" if layout == "anakin" else "host", layout, options) if not env else None
+        evaluated = own or resolve_env(env, backend, layout)
+        trained = own.spec if own else trained_spec(run["env"], layout, evaluated, options)
+        check_spec(trained, evaluated)
+        agent, params = load_policy(config, checkpointer, step, trained, seed_index)
+    finally:
+        checkpointer.close()
+    max_steps = max_steps or int(run.get("eval_max_steps") or 1000)
+    result = run_episodes(agent, params, evaluated, episodes, seed, max_steps)
+    returns = np.asarray(result.returns, np.float64)
+    summary = {
+        "checkpoint": checkpointer.directory, "step": step, "layout": layout, "env": evaluated.name,
+        "backend": evaluated.backend, "seed_index": seed_index, "episodes": int(returns.size),
+        "mean": float(returns.mean()), "std": float(returns.std()), "min": float(returns.min()),
+        "max": float(returns.max()), "finished": int(np.sum(result.finished)), "max_steps": max_steps,
+        "returns": returns.tolist(),
+    }
+    if video:
+        summary["video"] = try_video(agent, params, evaluated, video, seed, max_steps)
+    return summary
+
+
 def evaluate(args: EvaluateArgs) -> dict[str, Any]:
-    """Runs the evaluation (`podrl.cli.policy.evaluate_checkpoint`); returns the JSON-able summary."""
+    """Runs the evaluation (`evaluate_checkpoint`); returns the JSON-able summary."""
     options = {f.name: getattr(args, f.name) for f in dataclasses.fields(args) if f.name != "json"}
     return evaluate_checkpoint(**options)
 

@@ -2,12 +2,11 @@
 
 An `Experiment` is what a training run is given: the layout's run config, the agent
 config, the multi-process settings, the preset it started from and the CPU device
-split. Its string fields are parsed once, when it is built, into typed values
-(`env_options`, `sweep_axes`, `lag`): a malformed one is a `ConfigError` naming the
-field before anything compiles (the env name is the layout's to resolve, through
-`podrl.envs.schemes`).
+split. The run config's string fields are parsed when it is built (its `__post_init__`): a
+malformed one is a `ConfigError` naming the field before anything compiles (the env name is the
+layout's to resolve, through `podrl.envs.schemes`).
 
-    experiment = resolve("anakin", ["--preset", "minatar-ppo", "--num-envs", "32"])
+    experiment = podrl.cli.flags.resolve("anakin", ["--preset", "minatar-ppo", "--num-envs", "32"])
     experiment.run.num_envs, experiment.agent.learning_rate   # 32, the preset's 5e-4
 
 The layers, each overriding the one before:
@@ -15,8 +14,8 @@ The layers, each overriding the one before:
   2. `--preset NAME` (`podrl.cli.presets`): its run and agent fields;
   3. `--resume PATH`: every run and agent field of the checkpoint's saved config
      (a preset is refused there: the checkpoint's config is the run's);
-  4. the flags given (`podrl.cli.flags` groups them; run flags may come before or
-     after `agent:<name>`).
+  4. the flags given (`podrl.cli.flags` groups them and resolves the layers: `resolve`; run
+     flags may come before or after `agent:<name>`).
 `podrl evaluate` (`podrl.cli.policy`) and `podrl reproduce` read checkpoints and
 presets through the same functions (`saved_experiment`, `preset_experiment`).
 """
@@ -26,13 +25,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
-from podrl.run.config import RunConfig
-from podrl.run.options import option
+from podrl.cli import presets
 from podrl.core.distributed import DistributedConfig
 from podrl.core.errors import ConfigError
 from podrl.core.types import AgentConfig
+from podrl.run.checkpoint_folder import resume_dir
+from podrl.run.config import RunConfig
+from podrl.run.config_json import config_from_json
+from podrl.run.options import option
 
 LAYOUTS = {"anakin": ("podrl.anakin.config", "AnakinConfig"), "sebulba": ("podrl.sebulba.config", "SebulbaConfig")}
 """Each layout's run config, imported when asked for."""
@@ -61,7 +63,8 @@ class Experiment:
     cpu_devices: int | None = option(None, help={
         "anakin": "On CPU, split the host into this many JAX devices (a fake mesh; same as "
                   "XLA_FLAGS=--xla_force_host_platform_device_count=N).",
-        "sebulba": "On CPU, split the host into this many JAX devices (actors on --actor-devices, learners on the rest)."})
+        "sebulba": "On CPU, split the host into this many JAX devices (actors on --actor-devices, learners on the "
+                   "rest)."})
     """On CPU, split the host into this many JAX devices (a fake mesh)."""
 
     def __post_init__(self):
@@ -69,7 +72,6 @@ class Experiment:
             raise ConfigError("run", f"must be a layout's run config, got {type(self.run).__name__}")
         if self.cpu_devices is not None and (not isinstance(self.cpu_devices, int) or self.cpu_devices < 1):
             raise ConfigError("cpu_devices", f"must be a positive integer, got {self.cpu_devices!r}")
-        _ = self.env_options, self.sweep_axes, self.lag  # parsed once, here
 
     @property
     def layout(self) -> str:
@@ -79,16 +81,6 @@ class Experiment:
     def env_options(self) -> Mapping[str, Any]:
         """Sebulba's `env_kwargs` as the host env factory's keyword arguments ({} for Anakin)."""
         return dict(getattr(self.run, "env_options", {}))
-
-    @functools.cached_property
-    def sweep_axes(self) -> tuple:
-        """Anakin's `sweep` as `podrl.core.population.SweepAxis` values (() for Sebulba)."""
-        return tuple(getattr(self.run, "sweep_axes", ()))
-
-    @functools.cached_property
-    def lag(self) -> int | None:
-        """Sebulba's fixed policy lag (None: async); 0 for Anakin (always synchronous)."""
-        return getattr(self.run, "fixed_lag", 0)
 
 
 def default_experiment(layout: str) -> Experiment:
@@ -114,8 +106,6 @@ def preset_experiment(layout: str, name: str) -> Experiment:
     value is the field's own ConfigError.
     """
     from podrl.agents import AGENTS
-    from podrl.cli import presets
-
     preset = presets.get(name)
     if preset.layout != layout:
         raise ConfigError("preset", f"{preset.name!r} belongs to the {preset.layout} layout; run it with "
@@ -141,8 +131,6 @@ def saved_experiment(saved: Mapping[str, Any], where: str, layout: str | None = 
 
     With `layout`, ConfigError("resume") when the checkpoint is of the other layout.
     """
-    from podrl.run.config_json import config_from_json
-
     if layout is not None and saved.get("layout") != layout:
         raise ConfigError("resume", f"{where} holds a {saved.get('layout')!r} checkpoint; this command trains "
                                     f"with the {layout!r} layout")
@@ -152,7 +140,7 @@ def saved_experiment(saved: Mapping[str, Any], where: str, layout: str | None = 
 
 def read_saved_config(path: str) -> dict[str, Any]:
     """The saved config of the latest checkpoint at `path` (a run or checkpoint folder)."""
-    from podrl.run.checkpoint import Checkpointer, resume_dir
+    from podrl.run.checkpoint import Checkpointer  # orbax: only when a checkpoint is read
 
     source = Checkpointer(resume_dir(path), read_only=True)
     try:
@@ -174,25 +162,3 @@ def agent_name(agent: AgentConfig) -> str:
     from podrl.agents import agent_name as registered_name
 
     return registered_name(agent)
-
-
-def resolve(layout: str, argv: Sequence[str], before_resume: Any = None) -> Experiment:
-    """The experiment `argv` describes for `layout`'s training command (see the module doc).
-
-    `before_resume(experiment)`, when given, runs after the flags are parsed and
-    before a checkpoint is read (the CLI sets up JAX devices there).
-    """
-    from podrl.cli.flags import parse_flags, preset_flag
-
-    name = preset_flag(argv)
-    defaults = preset_experiment(layout, name) if name is not None else default_experiment(layout)
-    experiment = parse_flags(layout, argv, defaults)
-    if before_resume is not None:
-        before_resume(experiment)
-    if experiment.run.checkpoint.resume is None:
-        return experiment
-    if experiment.preset is not None:
-        raise ConfigError("preset", "a resumed run keeps its checkpoint's config; drop --preset "
-                                    "(flags given with --resume still override single fields)")
-    return parse_flags(layout, argv, resume_experiment(layout, experiment.run.checkpoint.resume))
-

@@ -13,6 +13,8 @@ its instances and a `podrl.cli.experiment.Experiment`. Its agents are tyro subco
 the installed ones (`podrl.agents.registered_agents`), and the user's own config classes `own` that the
 command line names (`agent:<module>:<Class>`) or that a resumed checkpoint holds (`own_agents`, which
 imports them before tyro builds its parser): each class's fields are its `--agent.<field>` flags.
+`resolve(layout, argv)` is the training commands' whole reading of their command line: defaults <-
+preset <- checkpoint <- flags (the layers: `podrl.cli.experiment`).
 """
 
 from __future__ import annotations
@@ -28,8 +30,16 @@ from typing import Annotated, Any, Literal, Sequence, Union
 import tyro
 
 from podrl.cli import presets
+from podrl.cli.experiment import (
+    Experiment,
+    agent_name,
+    default_experiment,
+    layout_config,
+    preset_experiment,
+    resume_experiment,
+)
 from podrl.core.distributed import DistributedConfig
-from podrl.cli.experiment import Experiment, agent_name, layout_config
+from podrl.core.errors import ConfigError
 from podrl.run.options import help_of, option_of
 
 BOXES = ("run", "env", "evaluation", "population")
@@ -237,6 +247,20 @@ def parse_flags(layout: str, argv: Sequence[str], defaults: Any) -> Any:
     flags = tyro.cli(flags_type(layout, own), args=order_argv(argv, agent_name(defaults.agent)),
                      default=to_flags(defaults, own), description=description)
     return from_flags(layout, flags)
+
+
+def resolve(layout: str, argv: Sequence[str]) -> Experiment:
+    """The experiment `argv` describes for `layout`'s training command: defaults <- preset <- checkpoint
+    (on `--resume`) <- flags (see `podrl.cli.experiment`)."""
+    name = preset_flag(argv)
+    defaults = preset_experiment(layout, name) if name is not None else default_experiment(layout)
+    experiment = parse_flags(layout, argv, defaults)
+    if experiment.run.checkpoint.resume is None:
+        return experiment
+    if experiment.preset is not None:
+        raise ConfigError("preset", "a resumed run keeps its checkpoint's config; drop --preset "
+                                    "(flags given with --resume still override single fields)")
+    return parse_flags(layout, argv, resume_experiment(layout, experiment.run.checkpoint.resume))
 
 
 DESCRIPTIONS = {"anakin": "Train an agent with the Anakin layout on a JAX environment.",

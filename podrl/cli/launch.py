@@ -6,7 +6,8 @@ Each process gets `--coordinator 127.0.0.1:<port> --num-processes N --process-id
 --share-compiles` appended to the command, and JAX_COORDINATOR_BIND_ADDRESS=<host>:<port> in its
 environment: process 0's coordinator service listens on --host alone (loopback by default), not on
 every interface (JAX's default), whatever the command (podrl's own runs bind a loopback coordinator
-there anyway: `podrl.core.cluster_env.bind_address`). Every process runs on this machine, so process 0 compiles each program that spans processes and
+there anyway: `podrl.core.cluster_env.bind_address`). Every process runs on this machine, so process 0 compiles each
+program that spans processes and
 the others load its binary (`podrl.core.shared_compiles`).
 Output lines are prefixed with `[p<i>]`. If any process exits non-zero, the others get
 `LOSS_GRACE_S` to stop on their own (a podrl process that loses a peer says so and exits), are

@@ -46,7 +46,7 @@ SUBCOMMANDS = {
     "reproduce": Subcommand("podrl.reports.reproduce:main", "run a preset over seeds and write a report "
                             "beside its published figure"),
     "plot": Subcommand("podrl.reports.plot:main", "plot the metrics.jsonl of run folders as PNG files"),
-    "aggregate": Subcommand("podrl.reports.aggregate:main", "IQM and optimality gap over the seeds and games "
+    "aggregate": Subcommand("podrl.reports.reproduce:aggregate_main", "IQM and optimality gap over the seeds and games "
                             "of reproduction reports"),
     "population-summary": Subcommand("podrl.reports.population:main", "the figures and sentences of a "
                                      "population (PBT) report from its runs' metrics"),

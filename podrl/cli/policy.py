@@ -18,7 +18,17 @@ import os
 import sys
 from typing import Any
 
+import jax
 import numpy as np
+
+import podrl.envs
+from podrl.cli.experiment import saved_agent, saved_experiment
+from podrl.core.errors import ConfigError
+from podrl.envs.observations import describe as describe_observation
+from podrl.envs.registry import UnknownEnvError
+from podrl.envs.types import EnvSpec
+from podrl.run.checkpoint_folder import resume_dir
+from podrl.run.evaluation import evaluate_greedy, evaluate_host_greedy
 
 
 class PolicyError(Exception):
@@ -30,9 +40,9 @@ class PolicyError(Exception):
 
 def open_checkpoint(path: str, step: int | None):
     """`(Checkpointer, step, saved config)` of `path` (a checkpoint or run folder); step None = the latest."""
-    if not os.path.isdir(path):  # before importing JAX: a typo fails fast
+    if not os.path.isdir(path):  # before importing orbax: a typo fails fast
         raise PolicyError(f"no checkpoint folder at {path!r}")
-    from podrl.run.checkpoint import Checkpointer, resume_dir
+    from podrl.run.checkpoint import Checkpointer  # orbax: only once the folder exists
 
     directory = resume_dir(path)
     try:
@@ -59,9 +69,6 @@ def open_checkpoint(path: str, step: int | None):
 def experiment_of(config: dict[str, Any], where: str):
     """The `podrl.cli.experiment.Experiment` a checkpoint's saved `config` describes (its parsed env options,
     its agent); PolicyError when this version cannot rebuild it."""
-    from podrl.core.errors import ConfigError
-    from podrl.cli.experiment import saved_experiment
-
     try:
         return saved_experiment(config, where)
     except ConfigError as e:
@@ -71,8 +78,6 @@ def experiment_of(config: dict[str, Any], where: str):
 def agent_config_from(config: dict[str, Any], where: str):
     """The agent config saved in a checkpoint's `config` (`podrl.cli.experiment.saved_agent`, as a resume
     rebuilds it); PolicyError when this version cannot rebuild it, a warning for fields it does not know."""
-    from podrl.cli.experiment import saved_agent
-
     try:
         agent_config, ignored = saved_agent(config, where)
     except (TypeError, ValueError) as e:  # ConfigError is a ValueError
@@ -87,8 +92,6 @@ def load_policy(config: dict[str, Any], checkpointer, step: int, trained_spec: A
 
     Anakin params hold one set per training seed (`[S, ...]`); `seed_index` picks one.
     """
-    import jax
-
     agent = agent_config_from(config, checkpointer.directory).make_agent(trained_spec, 1)
     key = jax.random.key(0)  # only shapes matter: the values come from the checkpoint
     if config["layout"] == "anakin":
@@ -139,8 +142,6 @@ class EvalEnv:
 
 
 def _jax_env(name: str, options: dict[str, Any]) -> EvalEnv:
-    import podrl.envs
-
     del options  # JAX envs take none (only Sebulba runs have env_kwargs)
     env = podrl.envs.make(name)
     return EvalEnv(name, "jax", podrl.envs.env_spec(env), jax_env=env)
@@ -148,8 +149,6 @@ def _jax_env(name: str, options: dict[str, Any]) -> EvalEnv:
 
 def _host_env(name: str, options: dict[str, Any]) -> EvalEnv:
     from podrl.envs.adapters.make import make_host_env
-    from podrl.envs.types import EnvSpec
-
     env = make_host_env(name, 1, **options)
     try:
         return EvalEnv(name, "host", EnvSpec(env.observation_spec(), env.action_spec()), options=options)
@@ -161,8 +160,6 @@ def resolve_env(name: str, backend: str, layout: str, options: dict[str, Any] | 
     """Builds `name` with `backend` ("jax", "host"); "auto" tries the layout's way first, then the other.
 
     `options` go to a host env (a Sebulba run's `env_kwargs`, e.g. its Atari protocol)."""
-    from podrl.envs.registry import UnknownEnvError
-
     order = {"jax": [_jax_env], "host": [_host_env]}.get(backend)
     if order is None:
         order = [_jax_env, _host_env] if layout == "anakin" else [_host_env, _jax_env]
@@ -186,8 +183,6 @@ def trained_spec(name: str, layout: str, fallback: EvalEnv, options: dict[str, A
 
 def check_spec(trained: Any, evaluated: EvalEnv) -> None:
     """Raises PolicyError if the eval env's observations/actions do not fit the trained params."""
-    from podrl.envs.observations import describe as describe_observation
-
     def describe(spec) -> str:
         action = spec.action
         actions = (f"{action.num_values} discrete actions" if hasattr(action, "num_values")
@@ -204,10 +199,6 @@ def run_episodes(agent, params, env: EvalEnv, episodes: int, seed: int, max_step
 
     JAX env: reset keys `split(key(seed), episodes)`; host env: `episodes` envs reset with `seed`.
     """
-    import jax
-
-    from podrl.run.evaluation import evaluate_greedy, evaluate_host_greedy
-
     if env.backend == "jax":
         keys = jax.random.split(jax.random.key(seed), episodes)
         return jax.jit(lambda p, k: evaluate_greedy(agent, env.jax_env, p, k, max_steps))(params, keys)
@@ -218,41 +209,3 @@ def run_episodes(agent, params, env: EvalEnv, episodes: int, seed: int, max_step
         return evaluate_host_greedy(agent, params, host, seed=seed, max_steps=max_steps)
     finally:
         host.close()
-
-
-# ---------------------------------------------------------------- podrl evaluate
-
-
-def evaluate_checkpoint(checkpoint: str, step: int | None = None, env: str | None = None, backend: str = "auto",
-                        episodes: int = 32, seed: int = 0, seed_index: int = 0, max_steps: int | None = None,
-                        video: str | None = None) -> dict[str, Any]:
-    """Greedy episodes of the policy in `checkpoint` (see `podrl.cli.evaluate` for each argument);
-    returns the JSON-able summary (mean, std, min, max, returns, ...)."""
-    if episodes < 1:
-        raise PolicyError(f"--episodes must be positive, got {episodes}")
-    checkpointer, step, config = open_checkpoint(checkpoint, step)
-    try:
-        layout, run = config["layout"], config["run"]
-        options = dict(experiment_of(config, checkpointer.directory).env_options)  # e.g. the run's Atari protocol
-        own = resolve_env(run["env"], "jax" if layout == "anakin" else "host", layout, options) if not env else None
-        evaluated = own or resolve_env(env, backend, layout)
-        trained = own.spec if own else trained_spec(run["env"], layout, evaluated, options)
-        check_spec(trained, evaluated)
-        agent, params = load_policy(config, checkpointer, step, trained, seed_index)
-    finally:
-        checkpointer.close()
-    max_steps = max_steps or int(run.get("eval_max_steps") or 1000)
-    result = run_episodes(agent, params, evaluated, episodes, seed, max_steps)
-    returns = np.asarray(result.returns, np.float64)
-    summary = {
-        "checkpoint": checkpointer.directory, "step": step, "layout": layout, "env": evaluated.name,
-        "backend": evaluated.backend, "seed_index": seed_index, "episodes": int(returns.size),
-        "mean": float(returns.mean()), "std": float(returns.std()), "min": float(returns.min()),
-        "max": float(returns.max()), "finished": int(np.sum(result.finished)), "max_steps": max_steps,
-        "returns": returns.tolist(),
-    }
-    if video:
-        from podrl.cli.video import try_video
-
-        summary["video"] = try_video(agent, params, evaluated, video, seed, max_steps)
-    return summary

@@ -61,13 +61,16 @@ _BRAX_PPO = ("brax notebooks/training.ipynb (google/brax), its PPO hyperparamete
              "(GAE 0.95, clip 0.3, no value clipping, no gradient clipping, constant lr)")
 _IMPALA_PONG = Anchor(20.98, "Espeholt et al. 2018 (IMPALA), appendix table of Atari-57 scores: IMPALA (deep), one "
                              "game per agent, 200M frames (50M env steps), no-op starts")
-_CLEANRL_SAC_DOCS = ("CleanRL docs, rl-algorithms/sac.md (docs.cleanrl.dev/rl-algorithms/sac/#sac_continuous_actionpy), "
+_CLEANRL_SAC_DOCS = ("CleanRL docs, rl-algorithms/sac.md "
+                     "(docs.cleanrl.dev/rl-algorithms/sac/#sac_continuous_actionpy), "
                      "sac_continuous_action.py, 1M steps, training episodic return, mean +- std over seeds")
-_CLEANRL_TD3_DOCS = ("CleanRL docs, rl-algorithms/td3.md (docs.cleanrl.dev/rl-algorithms/td3/#td3_continuous_actionpy), "
+_CLEANRL_TD3_DOCS = ("CleanRL docs, rl-algorithms/td3.md "
+                     "(docs.cleanrl.dev/rl-algorithms/td3/#td3_continuous_actionpy), "
                      "td3_continuous_action.py, 1M steps, training episodic return, mean +- std over seeds")
 _MUJOCO_RUN = {"env": "HalfCheetah-v5", "envs_per_thread": 1, "rollout_length": 64, "total_steps": 1_000_000,
                "eval_every": 160, "eval_episodes": 4, "log_every": 8}
-"""CleanRL's one env and 1M steps; 64 env steps per update (64 gradient steps each at replay_ratio 1); a greedy eval every ~10k steps."""
+"""CleanRL's one env and 1M steps; 64 env steps per update (64 gradient steps each at replay_ratio 1); a greedy eval
+every ~10k steps."""
 
 _JUMANJI_A2C = ("Jumanji's A2C baselines (Bonnet et al. 2024, arXiv:2306.09884; jumanji/training/configs/env/"
                 "{knapsack,snake}.yaml): 20-step rollouts, GAE lambda 0.95, entropy 0.01, lr 3e-4 (Snake's; "
@@ -116,7 +119,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     ),
     Preset(
         "minatar-pqn", "anakin", "pqn",
-        "PQN (Q(lambda), LayerNorm, no replay) with the MinAtar CNN on a gymnax MinAtar game, 128 envs x 32 steps, 1e7 steps.",
+        "PQN (Q(lambda), LayerNorm, no replay) with the MinAtar CNN on a gymnax MinAtar game, 128 envs x 32 steps, "
+        "1e7 steps.",
         "purejaxql config/alg/pqn_minatar.yaml (Gallici et al. 2024: 128 envs x 32 steps, 2 epochs x 32 "
         "minibatches, lr 5e-4 linearly decayed, grad norm 10, gamma 0.99, lambda 0.65, epsilon 1 -> 0.05 over "
         "the first 10% of updates, LayerNorm) with the Young & Tian (2019) MinAtar network; anchors are "

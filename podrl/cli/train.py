@@ -14,7 +14,7 @@ resolve, set up, train, report.
 
 `run_cli(layout)` splits the CPU into `--cpu-devices` JAX devices and joins the
 multi-process group (before anything can start a JAX backend), resolves the experiment
-(`podrl.cli.experiment.resolve`), then trains. A `UserInputError` (invalid config, unknown env, unsupported
+(`podrl.cli.flags.resolve`), then trains. A `UserInputError` (invalid config, unknown env, unsupported
 space, an env that breaks its spec, a missing extra, an unreadable checkpoint) exits 2
 with its one-paragraph message `error: <label>: <message>`; the traceback only with
 `--debug` / `PODRL_DEBUG=1`. A stalled stage (`StageTimeout`) exits 3 at once, naming
@@ -35,9 +35,16 @@ import traceback
 import typing
 from typing import Any, Callable, Sequence
 
+import jax
+
+from podrl.cli.experiment import Experiment
+from podrl.cli.flags import resolve
+from podrl.core.distributed import DistributedConfig, initialize
 from podrl.core.errors import UserInputError
+from podrl.run.compile_cache import enable
 from podrl.run.outcome import USER_ERROR_EXIT_CODE
-from podrl.cli.experiment import Experiment, resolve
+from podrl.run.preemption import LOST_EXIT_CODE, ProcessLost
+from podrl.run.watchdog import StageTimeout, exit_now
 
 
 def debug_requested(argv: Sequence[str]) -> tuple[bool, list[str]]:
@@ -60,10 +67,6 @@ def set_up_devices(argv: Sequence[str]) -> None:
     """`--cpu-devices` and the multi-process group (`DistributedConfig`'s flags), read from `argv` before
     the experiment is resolved: both must take effect before JAX starts a backend, which validating the
     config may do (a gymnax env's params are arrays). tyro parses the same flags again with the rest."""
-    import jax
-
-    from podrl.core.distributed import DistributedConfig, initialize
-
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--cpu-devices", type=int)
     hints = typing.get_type_hints(DistributedConfig)
@@ -85,8 +88,6 @@ def set_up_devices(argv: Sequence[str]) -> None:
 
 def train(experiment: Experiment) -> Any:
     """Trains `experiment` with its layout; returns the layout's result."""
-    from podrl.run.compile_cache import enable
-
     enable(experiment.run.compile_cache)  # before anything compiles
     if experiment.layout == "anakin":
         from podrl.anakin import train_anakin
@@ -99,9 +100,6 @@ def train(experiment: Experiment) -> Any:
 
 def run_cli(layout: str, train_fn: Callable[[Experiment], object] = train, argv: list[str] | None = None) -> int:
     """Resolves `argv` for `layout`, sets up devices and calls `train_fn`; returns the exit status."""
-    from podrl.run.preemption import LOST_EXIT_CODE, ProcessLost
-    from podrl.run.watchdog import StageTimeout, exit_now
-
     importable_cwd()
     debug, argv = debug_requested(sys.argv[1:] if argv is None else argv)
     try:
@@ -126,8 +124,6 @@ def run_cli(layout: str, train_fn: Callable[[Experiment], object] = train, argv:
 
 
 def _several_processes() -> bool:
-    import jax
-
     return jax.process_count() > 1
 
 

@@ -7,20 +7,20 @@ gymnasium's version.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Any, Callable
 
+import gymnasium
+import jax
 import numpy as np
 
 from podrl.cli.policy import EvalEnv, PolicyError, describe_error
+from podrl.envs.schemes import SCHEMES, split
 
 
 def gymnasium_id(name: str) -> str | None:
     """The gymnasium id behind an env name ('CartPole-v1', 'jax:CartPole-v1'), or None."""
-    import gymnasium
-
-    from podrl.envs.schemes import SCHEMES, split
-
     form, rest = split(name)
     for candidate in (name, rest if form is SCHEMES["jax"] else name):
         if candidate in gymnasium.registry:
@@ -35,8 +35,6 @@ def record_video(agent, params, make_env: Callable[[], Any], directory: str, see
     (PIL) or PNG frames (matplotlib). Returns a message saying what was written;
     raises PolicyError when nothing could be.
     """
-    import importlib.util
-
     os.makedirs(directory, exist_ok=True)
     env = make_env()
     if getattr(env, "render_mode", None) != "rgb_array":
@@ -56,8 +54,6 @@ def record_video(agent, params, make_env: Callable[[], Any], directory: str, see
 
 
 def _play(agent, params, env, seed: int, max_steps: int, frames: list | None) -> None:
-    import jax
-
     act = jax.jit(agent.act_greedy)
     actor_state = agent.init_actor_state(1)
     obs, _ = env.reset(seed=seed)
@@ -77,8 +73,6 @@ def _play(agent, params, env, seed: int, max_steps: int, frames: list | None) ->
 
 def save_frames(frames: list[np.ndarray], directory: str) -> str:
     """Saves frames as `eval.gif` (PIL) or `frame_00000.png`... (matplotlib); a message says which."""
-    import importlib.util
-
     if not frames:
         raise PolicyError("the episode produced no frames")
     if importlib.util.find_spec("PIL") is not None:
@@ -107,8 +101,6 @@ def try_video(agent, params, env: EvalEnv, directory: str, seed: int, max_steps:
     if gym_id is None:
         return f"video: skipped, {env.name!r} is not a gymnasium env (only those render rgb_array frames)"
     try:
-        import gymnasium
-
         return record_video(agent, params, lambda: gymnasium.make(gym_id, render_mode="rgb_array"),
                             directory, seed, max_steps)
     except Exception as e:  # noqa: BLE001 - a video is a bonus, never a reason to fail

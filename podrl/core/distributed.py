@@ -15,11 +15,13 @@ import dataclasses
 import inspect
 import socket
 import sys
+import time
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
-from podrl.core import cluster_env
+from podrl.core import cluster_env, shared_compiles
 from podrl.core.errors import ConfigError, require_int
 
 
@@ -28,7 +30,8 @@ class DistributedConfig:
     """How this process joins a multi-process run."""
 
     coordinator: str | None = None
-    """host:port of process 0's coordinator service (e.g. 127.0.0.1:12355); None = single process unless distributed_auto."""
+    """host:port of process 0's coordinator service (e.g. 127.0.0.1:12355); None = single process unless
+    distributed_auto."""
     num_processes: int | None = None
     """Number of processes (hosts) in the run."""
     process_id: int | None = None
@@ -38,13 +41,18 @@ class DistributedConfig:
     init_timeout_s: int = 60
     """Seconds to wait for every process to reach the coordinator before failing."""
     heartbeat_timeout_s: int = 100
-    """Seconds without a heartbeat after which JAX's coordination service declares a process lost and ends the others (bounds how long a vanished host stalls the run)."""
+    """Seconds without a heartbeat after which JAX's coordination service declares a process lost and ends the others
+    (bounds how long a vanished host stalls the run)."""
     share_compiles: bool = False
-    """Compile each program that spans processes once, on process 0; the others load its binary through the coordinator (needs the compilation cache on; machines of one kind only: the binary is built for process 0's; `podrl launch` turns it on)."""
+    """Compile each program that spans processes once, on process 0; the others load its binary through the coordinator
+    (needs the compilation cache on; machines of one kind only: the binary is built for process 0's; `podrl launch`
+    turns it on)."""
     local_device_ids: str = "auto"
-    """The GPUs this process owns: auto (every GPU it sees, unless several processes of a Slurm/MPI run share its host: then JAX's one GPU per local rank), all, jax (JAX's choice), or ids like 0,1,2,3."""
+    """The GPUs this process owns: auto (every GPU it sees, unless several processes of a Slurm/MPI run share its host:
+    then JAX's one GPU per local rank), all, jax (JAX's choice), or ids like 0,1,2,3."""
     coordinator_bind_address: str | None = None
-    """host:port process 0's coordinator service listens on; None = the coordinator's address when it is a loopback one, else every interface (JAX's default)."""
+    """host:port process 0's coordinator service listens on; None = the coordinator's address when it is a loopback one,
+    else every interface (JAX's default)."""
 
     def __post_init__(self):
         require_int(self, "init_timeout_s")
@@ -104,8 +112,6 @@ def initialize(config: DistributedConfig) -> None:
         jax.distributed.initialize(coordinator_address=config.coordinator, num_processes=config.num_processes,
                                    process_id=config.process_id, **options)
     if config.share_compiles:
-        from podrl.core import shared_compiles
-
         shared_compiles.enable()
     _joined = config
 
@@ -134,8 +140,6 @@ def heartbeat_timeout_s() -> int:
 
 def _check_reachable(coordinator: str, timeout_s: float) -> None:
     """Fails fast, naming the field, when no coordinator answers within `timeout_s`."""
-    import time
-
     host, port = cluster_env.split_host_port(coordinator)
     deadline = time.monotonic() + timeout_s
     while True:
@@ -170,8 +174,6 @@ def host_sum(values: np.ndarray) -> np.ndarray:
     values = np.asarray(values, np.float64)
     if jax.process_count() == 1:
         return values
-    from jax.experimental import multihost_utils
-
     gathered = np.asarray(multihost_utils.process_allgather(float64_words(values)))
     return words_float64(gathered, values.shape).sum(axis=0)
 

@@ -12,7 +12,6 @@ from typing import Any
 
 from podrl.envs.errors import ConfigError, UserInputError
 
-
 __all__ = [
     "UserInputError", "ConfigError", "NonFiniteError", "NoLegalActionError", "is_int", "require_int", "require_number",
     "require_choice", "require_bool",

@@ -35,7 +35,8 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec as P
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 
 from podrl.core.errors import ConfigError
 from podrl.core.parallel import DATA_AXIS, POPULATION_AXIS

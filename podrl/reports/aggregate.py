@@ -3,8 +3,8 @@
     podrl aggregate docs/results/minatar-ppo-1e7 docs/results/minatar-ppo-1e7-b   # 4 MinAtar games, 3 seeds
 
 A reproduction report (`podrl reproduce`) has this table over its own envs; `podrl aggregate`
-prints it over the envs of several reports (their results.json), each normalized by its
-preset's published return.
+(`podrl.reports.reproduce.aggregate_main`) prints it over the envs of several reports (their
+results.json), each normalized by its preset's published return. This module is the statistics only.
 
 Agarwal et al. 2021, "Deep Reinforcement Learning at the Edge of the Statistical Precipice"
 (the `rliable` library): the interquartile mean (IQM) of all runs' normalized scores, the
@@ -18,10 +18,7 @@ Written in NumPy here: `rliable` 1.2.0 installs but does not import beside panda
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
-from pathlib import Path
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -99,32 +96,3 @@ def aggregate_lines(rows: dict[str, list[list[float]]], published: list[float], 
 
 def _cell(e: Estimate) -> str:
     return f"{e.value:.2f} [{e.low:.2f}, {e.high:.2f}]" if math.isfinite(e.value) else "n/a"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`podrl aggregate REPORT_DIR ...`: the aggregate table over the multi-seed envs with a published
-    return of these `podrl reproduce` folders; exit status 2 when they have none, or share an env."""
-    from podrl.cli import presets
-    from podrl.reports.report import aggregate_table, scored_results
-    from podrl.reports.reproduce import read_results
-
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("reports", nargs="+", type=Path, help="folders written by podrl reproduce (--out)")
-    args = parser.parse_args(argv)
-    results, published = [], []
-    for folder in args.reports:
-        invocation, rows = read_results(folder, "podrl aggregate")
-        name = next((word for word in invocation.get("argv", []) if word in presets.PRESETS), None)
-        if name is None:
-            print(f"error: {folder / 'results.json'} names no preset of this version", file=sys.stderr)
-            return 2
-        preset = presets.get(name)
-        results += scored_results(preset, rows)
-        published += [preset.anchors[r.env].value for r in scored_results(preset, rows)]
-    games = [r.env for r in results]
-    if not results or len(set(games)) < len(games):
-        said = "share an env" if results else "have no env with more than one seed and a published return"
-        print(f"error: the reports {said}: {', '.join(games) or 'none'}", file=sys.stderr)
-        return 2
-    print("\n".join(aggregate_table(results, published)))
-    return 0

@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("directory", help="the --profile folder")
     parser.add_argument("--top", type=int, default=12, help="rows per table (default 12)")
-    parser.add_argument("--within", default=None, help="only thunks inside loops whose label has this (e.g. rollout.py)")
+    parser.add_argument("--within", default=None,
+                        help="only thunks inside loops whose label has this (e.g. rollout.py)")
     parser.add_argument("--json", default=None, help="also write the summary here as JSON")
     args = parser.parse_args(argv)
     try:

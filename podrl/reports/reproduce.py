@@ -5,7 +5,8 @@
 
 For every `--env` (default: the preset's own), an Anakin preset trains all seeds in one
 program (`--num-seeds N`); a Sebulba preset runs one process per seed (`--seed i`), each a
-`podrl anakin` / `podrl sebulba` process. Flags after `--` go to the training command unchanged. Writes into `--out` (default
+`podrl anakin` / `podrl sebulba` process. Flags after `--` go to the training command unchanged. Writes into `--out`
+(default
 `docs/results/<preset>`):
 
   README.md               the report: the machine, the commands, a table per env (final return
@@ -52,11 +53,22 @@ from pathlib import Path
 from typing import Any
 
 from podrl.cli import presets
-from podrl.cli.experiment import resolve
+from podrl.cli.flags import resolve
 from podrl.core.errors import UserInputError
+from podrl.reports import aggregate
 from podrl.reports.plot import read_records, series
 from podrl.reports.report import (
-    EnvResult, flag_value, is_evaluation, merge_seed_runs, plot_env, report, slug, spread, summarize,
+    EnvResult,
+    aggregate_table,
+    flag_value,
+    is_evaluation,
+    merge_seed_runs,
+    plot_env,
+    report,
+    scored_results,
+    slug,
+    spread,
+    summarize,
 )
 
 PODRL = [sys.executable, "-m", "podrl"]
@@ -355,4 +367,30 @@ def main(argv: list[str] | None = None) -> int:
         write_results(out, invocation, results)
         (out / "README.md").write_text(report(preset, results, invocation))  # after each env
     print(f"[reproduce] report: {out / 'README.md'}")
+    return 0
+
+
+def aggregate_main(argv: list[str] | None = None) -> int:
+    """`podrl aggregate REPORT_DIR ...`: the aggregate table over the multi-seed envs with a published
+    return of these `podrl reproduce` folders; exit status 2 when they have none, or share an env."""
+    parser = argparse.ArgumentParser(description=aggregate.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("reports", nargs="+", type=Path, help="folders written by podrl reproduce (--out)")
+    args = parser.parse_args(argv)
+    results, published = [], []
+    for folder in args.reports:
+        invocation, rows = read_results(folder, "podrl aggregate")
+        name = next((word for word in invocation.get("argv", []) if word in presets.PRESETS), None)
+        if name is None:
+            print(f"error: {folder / 'results.json'} names no preset of this version", file=sys.stderr)
+            return 2
+        preset = presets.get(name)
+        results += scored_results(preset, rows)
+        published += [preset.anchors[r.env].value for r in scored_results(preset, rows)]
+    games = [r.env for r in results]
+    if not results or len(set(games)) < len(games):
+        said = "share an env" if results else "have no env with more than one seed and a published return"
+        print(f"error: the reports {said}: {', '.join(games) or 'none'}", file=sys.stderr)
+        return 2
+    print("\n".join(aggregate_table(results, published)))
     return 0

@@ -30,6 +30,8 @@ fresh state's own sharding is equivalent, that one (so the train program's cache
 run's and the resumed run finds its compiled programs). When the
 checkpoint's learner-shard count differs, the leaves whose shape depends on it (per learner
 shard) come back on the host and the layout's rule moves them (`Placement.reshard`).
+
+Whether a checkpoint may be resumed at all (its config against the run's) is `podrl.run.resume`.
 """
 
 from __future__ import annotations
@@ -40,19 +42,19 @@ import logging
 import os
 import sys
 import time
-from typing import Any, Collection, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding
 
-from podrl.run.checkpoint_folder import resume_dir
-from podrl.run.config import CheckpointConfig
-from podrl.run.digest import DigestRestore, DigestSave, keys_to_data, is_key, mismatches
 from podrl.core.errors import ConfigError, UserInputError
 from podrl.core.learner_state import Placement, broadcast_prefix
 from podrl.envs.registry import renamed_env
+from podrl.run.config import CheckpointConfig
+from podrl.run.digest import DigestRestore, DigestSave, is_key, keys_to_data, mismatches
+
 
 def upgraded_config(config: dict[str, Any]) -> dict[str, Any]:
     """A saved config as this version reads it: a `run.env` naming podrl's own module by its old path
@@ -231,87 +233,12 @@ class Checkpointer:
         self.manager.close()
 
 
-def config_differences(saved: dict[str, Any], current: dict[str, Any], defaults: dict[str, Any] | None = None,
-                       may_change: Collection[str] = ()) -> list[str]:
-    """Dotted names (with both values) of the fields that differ, the run fields in `may_change` aside
-    (those its run config declares `on_resume=MAY_CHANGE`: `podrl.run.options.may_change_on_resume`).
-
-    A field the checkpoint does not have (added to the code after it was written)
-    counts as saved with its value in `defaults` (a resolved config of default
-    configs), which is how the older code behaved.
-    """
-    if defaults is not None:
-        saved = _with_missing(saved, defaults)
-
-    def strip(config: dict[str, Any]) -> dict[str, Any]:
-        run = {k: v for k, v in config.get("run", {}).items() if k not in may_change}
-        return {**{k: v for k, v in config.items() if k not in ("run_dir", "topology")}, "run": run}
-
-    return _differences(strip(saved), strip(current), "")
-
-
-def _differences(saved: dict[str, Any], current: dict[str, Any], prefix: str) -> list[str]:
-    diffs = []
-    for key in sorted(set(saved) | set(current)):
-        a, b, name = saved.get(key), current.get(key), f"{prefix}{key}"
-        if isinstance(a, dict) and isinstance(b, dict):
-            diffs.extend(_differences(a, b, name + "."))
-        elif _normalise(a) != _normalise(b):
-            diffs.append(f"{name} (checkpoint: {a!r}, now: {b!r})")
-    return diffs
-
-
-def _with_missing(saved: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
-    """`saved` with the keys only `defaults` has added (recursively)."""
-    out = dict(saved)
-    for key, value in defaults.items():
-        if key not in out:
-            out[key] = value
-        elif isinstance(out[key], dict) and isinstance(value, dict):
-            out[key] = _with_missing(out[key], value)
-    return out
-
-
-def _normalise(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return [_normalise(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-def check_resumable(saved: dict[str, Any], current: dict[str, Any], defaults: dict[str, Any] | None = None,
-                    may_change: Collection[str] = ()) -> None:
-    """Refuses a resume whose config differs from the checkpoint's but for `may_change`, naming every field."""
-    diffs = config_differences(saved, current, defaults, may_change)
-    if diffs:
-        raise ConfigError("resume", "the checkpoint was written by a different config; differing fields: "
-                          + "; ".join(diffs) + f". Only {sorted(may_change)} may change on resume.")
-
-
 class ResumePoint(NamedTuple):
     """The checkpoint a run resumes from."""
 
     directory: str  # the checkpoint folder
     update: int  # updates done when it was saved (its orbax step)
     config: dict[str, Any]  # the resolved config saved with it
-
-
-def find_resume_point(settings: CheckpointConfig, config: dict[str, Any], defaults: dict[str, Any] | None = None,
-                      may_change: Collection[str] = ()) -> ResumePoint | None:
-    """Opens `settings.resume` (None when not resuming) and refuses a differing config, naming the fields
-    (`defaults`, `may_change`: see `config_differences`)."""
-    if settings.resume is None:
-        return None
-    directory = resume_dir(settings.resume)
-    source = Checkpointer(directory, read_only=True)
-    try:
-        step = source.step_or_latest(None)
-        saved = source.read_config(step)
-    finally:
-        source.close()
-    check_resumable(saved, config, defaults, may_change)
-    return ResumePoint(directory, step, saved)
 
 
 class RunCheckpoints:

@@ -1,5 +1,6 @@
 """Frozen, validated run configs both layouts share (each layout's own config extends `RunConfig`:
-`podrl.anakin.config.AnakinConfig`, `podrl.sebulba.config.SebulbaConfig`). Every field carries a one-line doc (tyro shows it),
+`podrl.anakin.config.AnakinConfig`, `podrl.sebulba.config.SebulbaConfig`). Every field carries a one-line doc (tyro
+shows it),
 and, declared with it (`podrl.run.options.option`), its `--help` box, whether it may change on `--resume`
 and its `--help` wording where a layout words it its own way.
 
@@ -29,7 +30,8 @@ class LoggingConfig:
     run_dir: str | None = "runs"
     """Parent folder of the run directory (config.json, metrics.jsonl, TensorBoard); None writes no files."""
     run_name: str | None = None
-    """Name of this run's folder under run_dir; default: '<env>__<layout>__seed<seed>__<time>' (e.g. CartPole-v1__anakin__seed0__20250101-120000)."""
+    """Name of this run's folder under run_dir; default: '<env>__<layout>__seed<seed>__<time>' (e.g.
+    CartPole-v1__anakin__seed0__20250101-120000)."""
     tensorboard: bool = True
     """Also write TensorBoard event files (needs tensorboardX, the 'tensorboard' extra)."""
     console: bool = option(True, help={"anakin": "Print a progress line after each compiled call (--updates-per-call "
@@ -39,7 +41,9 @@ class LoggingConfig:
     profile: Annotated[str | None, tyro.conf.arg(aliases=("--profile",))] = None
     """Write a jax.profiler trace of a few training calls into this folder (open it in perfetto or TensorBoard)."""
     profile_startup: Annotated[bool, tyro.conf.arg(aliases=("--profile-startup",))] = False
-    """Print where the seconds from process start to the result went (imports, setup, each program's trace, lowering and compile, the training calls, the evaluations; wall and CPU seconds) and write them to the run folder's stages.json."""
+    """Print where the seconds from process start to the result went (imports, setup, each program's trace,
+    lowering and compile, the training calls, the evaluations; wall and CPU seconds) and write them to the run
+    folder's stages.json."""
     wandb_project: str | None = None
     """Also log config and metrics (per seed/member too) to this Weights & Biases project (the 'wandb' extra)."""
     wandb_entity: str | None = None
@@ -67,7 +71,8 @@ class CheckpointConfig:
     resume: Annotated[str | None, tyro.conf.arg(aliases=("--resume",))] = None
     """Resume from this checkpoint directory (or run directory); the config must match but for safe fields."""
     stop_after_updates: int | None = None
-    """End this job after this many updates (counted from its start or resume point, checkpoint first); --resume continues it."""
+    """End this job after this many updates (counted from its start or resume point, checkpoint first); --resume
+    continues it."""
 
     def __post_init__(self):
         require_int(self, "every_updates", minimum=0)
@@ -98,11 +103,13 @@ class RunConfig:
     total_steps: int = option(500_000, on_resume=MAY_CHANGE, help={
         "anakin": "Environment steps per seed (or population member); rounded down to whole updates.",
         "sebulba": "Environment steps of this process's actors; rounded down to whole updates."})
-    """Environment steps to train for (per seed, or per process: the layouts' --help says); rounded down to whole updates."""
+    """Environment steps to train for (per seed, or per process: the layouts' --help says); rounded down to whole
+    updates."""
     eval_every: int = option(128, box="evaluation", on_resume=MAY_CHANGE, help={
         "anakin": "Evaluate the greedy policy every this many updates (after the compiled call of --updates-per-call "
                   "updates that reaches or passes each multiple), and at the end; 0 = only at the end."})
-    """Evaluate the greedy policy every this many updates (after the record that reaches or passes each multiple) and at the end; 0 = only at the end."""
+    """Evaluate the greedy policy every this many updates (after the record that reaches or passes each multiple) and at
+    the end; 0 = only at the end."""
     eval_episodes: int = option(32, box="evaluation", on_resume=MAY_CHANGE, help={
         "anakin": "Greedy episodes per evaluation, per seed (rounded up to a multiple of the device count); "
                   "0 = no evaluation (no eval program is compiled)."})
@@ -110,13 +117,18 @@ class RunConfig:
     eval_max_steps: int = option(1000, box="evaluation", on_resume=MAY_CHANGE)
     """Step bound of one evaluation episode (for envs without a time limit)."""
     eval_async: bool = option(False, box="evaluation", on_resume=MAY_CHANGE)
-    """Evaluate in a background thread on a copy of update k's params while training goes on (logged at k as its own record; at most one in flight)."""
+    """Evaluate in a background thread on a copy of update k's params while training goes on (logged at k as its own
+    record; at most one in flight)."""
     stop_at_return: float | None = option(None, box="evaluation", on_resume=MAY_CHANGE)
-    """Stop the run at the first evaluation whose greedy return reaches this (every seed's and member's), with its final checkpoint; needs eval_every > 0 and no eval_async. None = run to total_steps."""
+    """Stop the run at the first evaluation whose greedy return reaches this (every seed's and member's), with its final
+    checkpoint; needs eval_every > 0 and no eval_async. None = run to total_steps."""
     compile_cache: str = option("auto", on_resume=MAY_CHANGE)
-    """Persistent compilation cache (training scripts): 'auto' (JAX_COMPILATION_CACHE_DIR, else ~/.cache/podrl/jax), 'none', or a folder."""
+    """Persistent compilation cache (training scripts): 'auto' (JAX_COMPILATION_CACHE_DIR, else ~/.cache/podrl/jax),
+    'none', or a folder."""
     skip_agent_check: bool = option(False, on_resume=MAY_CHANGE)
-    """Skip the check run before training an agent that is not podrl's own on more than one learner shard: one update on 2 shards holding the same batch must end where 1 shard does (gradients through learner_value_and_grad, not summed; podrl.testing.check_agent). It holds 4 copies of the train state: skip it for a replay that fills a device."""
+    """Skip the check run before training an agent that is not podrl's own on more than one learner shard: one update on
+    2 shards holding the same batch must end where 1 shard does (gradients through learner_value_and_grad, not summed;
+    podrl.testing.check_agent). It holds 4 copies of the train state: skip it for a replay that fills a device."""
     logging: LoggingConfig = option(default_factory=LoggingConfig, on_resume=MAY_CHANGE)
     """Logging settings."""
     checkpoint: CheckpointConfig = option(default_factory=CheckpointConfig, on_resume=MAY_CHANGE)

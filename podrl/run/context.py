@@ -1,19 +1,13 @@
 """One run, whatever the layout: its directory, logger, checkpoints, update range and stops.
 
-Both training loops (`podrl.anakin.train`, `podrl.sebulba.train`) open a
-`RunContext` and differ only in how they produce and consume trajectories:
-
-    with RunContext(config, agent_config) as run:   # checks a resume first
-        state = run.restore(fresh_state, placement)             # the checkpoint's (on this mesh), or fresh
-        for update in ...range(run.start, run.limit)...:
-            ...
-            if run.after_update(update, state, params):         # periodic saves; True = stop agreed
-                break
-        stopped_by = run.finish(update, state, params)           # final save
+Both layouts' training runs open a `RunContext` (checking a resume first) and hand it to the one run
+loop, `podrl.run.driver.drive` (its module doc shows the loop): `restore` (the checkpoint's state on
+this mesh, or the fresh one), `after_update` after every call (periodic saves; True: a stop agreed),
+`finish` (the final save and the closing line; what stopped the run: `podrl.run.outcome.STOPPED_BY`).
 
 Saves run in the background (`podrl.run.checkpoint`); leaving the context waits for the last.
 With several processes a stop signal to any of them stops all after the same call
-(`podrl.run.control.stop_requests`, `podrl.run.preemption`).
+(`stop_requests`, `podrl.run.preemption`).
 
 Resuming (`config.checkpoint.resume`) continues the same run: the checkpoint's
 config is checked before anything is written or compiled (the env and the agent are
@@ -36,17 +30,27 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from podrl.run.checkpoint_folder import complete_steps
-from podrl.run.checkpoint import ResumePoint, RunCheckpoints, find_resume_point, saved_topology
-from podrl.run.config import RunConfig
-from podrl.run.config_json import jsonable, resolved_config
 from podrl.core.errors import ConfigError, UserInputError
 from podrl.core.keys import eval_seed
-from podrl.run.logging import RunLogger
-from podrl.run.options import may_change_on_resume
-from podrl.run.control import SaveSchedule, stop_requests
 from podrl.core.learner_state import Placement
 from podrl.core.types import AgentConfig
+from podrl.run.checkpoint import ResumePoint, RunCheckpoints, saved_topology
+from podrl.run.checkpoint_folder import complete_steps
+from podrl.run.config import RunConfig
+from podrl.run.config_json import jsonable, resolved_config
+from podrl.run.control import SaveSchedule, StopRequests
+from podrl.run.logging import RunLogger
+from podrl.run.options import may_change_on_resume
+from podrl.run.outcome import STOP_AFTER_UPDATES, STOP_AT_RETURN
+from podrl.run.preemption import PodStopRequests
+from podrl.run.resume import find_resume_point
+
+
+def stop_requests() -> StopRequests:
+    """This run's stop requests: `StopRequests` in a single-process run, else a `PodStopRequests` (a signal to
+    any process stops every one after the same call: `podrl.run.control`)."""
+    return StopRequests() if jax.process_count() == 1 else PodStopRequests()
+
 
 class RunContext:
     """What a training run needs besides its layout (see the module docstring).
@@ -168,14 +172,13 @@ class RunContext:
                reached_target: bool = False) -> str | None:
         """Saves the final checkpoint and prints the closing line.
 
-        Returns what stopped the run early ("SIGINT", "SIGTERM", "stop_at_return" when
-        `reached_target`: an evaluation reached `config.stop_at_return`, "stop_after_updates"), or
-        None when it ran to its total.
+        Returns what stopped the run early (one of `podrl.run.outcome.STOPPED_BY`: the signal, STOP_AT_RETURN when
+        `reached_target`, else STOP_AFTER_UPDATES), or None when it ran to its total.
         """
         self.save(update, state, params)
         early = update < self.config.num_updates
-        stopped_by = self.stop_requested or ("stop_at_return" if reached_target and early else None) or (
-            "stop_after_updates" if early else None)
+        stopped_by = self.stop_requested or (STOP_AT_RETURN if reached_target and early else None) or (
+            STOP_AFTER_UPDATES if early else None)
         by = self._stop.describe() if self.stop_requested else stopped_by  # a pod's says which process(es) asked
         greedy = format_return(eval_return)
         where = f"; checkpoint in {self.checkpoints.directory}" if self.checkpoints.directory else ""

@@ -1,6 +1,6 @@
 """What both layouts' training loops share: stop requests (SIGINT/SIGTERM) and the save schedule.
 
-`stop_requests()` is a run's stop requests: `StopRequests` for one process (a signal stops it
+A run's stop requests (`podrl.run.context.stop_requests()` picks): `StopRequests` for one process (a signal stops it
 after the current call), `podrl.run.preemption.PodStopRequests` when the run has several
 processes (a signal to any one stops every one after the same call). Both answer
 `agreed(call)` after each training call, `reason()` and `describe()` after the stop.
@@ -21,7 +21,9 @@ import threading
 import time
 from types import FrameType
 
+import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
 
 class StopRequests:
@@ -92,17 +94,6 @@ def say(line: str) -> None:
     os.write(2, f"[podrl] {line}\n".encode())
 
 
-def stop_requests() -> "StopRequests":
-    """This run's stop requests: `StopRequests` in a single-process run, else a `PodStopRequests` (module doc)."""
-    import jax
-
-    if jax.process_count() == 1:
-        return StopRequests()
-    from podrl.run.preemption import PodStopRequests
-
-    return PodStopRequests()
-
-
 class SaveSchedule:
     """Decides when a periodic checkpoint is due (every N updates and/or T seconds)."""
 
@@ -125,10 +116,6 @@ class SaveSchedule:
 
 def process_0s(decision: bool) -> bool:
     """Process 0's `decision`, on every process (itself with one process)."""
-    import jax
-
     if jax.process_count() == 1:
         return decision
-    from jax.experimental import multihost_utils
-
     return bool(multihost_utils.broadcast_one_to_all(np.asarray(decision)))

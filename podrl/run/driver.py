@@ -49,17 +49,19 @@ import numpy as np
 
 from podrl.core.errors import NoLegalActionError, NonFiniteError
 from podrl.core.learner_state import Placement
-from podrl.run.eval_worker import EvalWorker, snapshot
-from podrl.run.profiling import CallProfiler
 from podrl.run.context import RunContext, format_return
 from podrl.run.control import process_0s
+from podrl.run.eval_worker import EvalWorker, snapshot
+from podrl.run.preemption import ProcessLost, answer_timeout_s, lost_processes
+from podrl.run.profiling import CallProfiler
 
 
 class Program(Protocol):
     """A layout's host program, as the driver sees it."""
 
     save_on_failure: bool
-    """True when the learner's work survives a failed call (`failure_state` is checkpointed before the error is raised)."""
+    """True when the learner's work survives a failed call (`failure_state` is checkpointed before the error is
+    raised)."""
     profile_calls: int
     """How many training calls `--profile` traces."""
 
@@ -139,7 +141,7 @@ class Driven(NamedTuple):
     eval_return: Any  # the last evaluation's greedy return, or None
     compile_seconds: float
     steps_per_second: float  # env steps per second of training calls (evaluation and compile excluded)
-    stopped_by: str | None  # "SIGTERM", "SIGINT", "stop_at_return", "stop_after_updates", or None
+    stopped_by: str | None  # one of podrl.run.outcome.STOPPED_BY, or None (ran to its total)
     updates: int  # the updates done when it ended (the run's total, or fewer when stopped early)
 
 
@@ -190,8 +192,6 @@ def _after_failure(program: Program, run: RunContext, loop: _Loop, error: BaseEx
     """Keeps the learner's work after a failed call when the program can (one process); with several
     processes, raises `ProcessLost` when the failure is a lost process (module docstring)."""
     if jax.process_count() > 1:
-        from podrl.run.preemption import ProcessLost, answer_timeout_s, lost_processes
-
         lost = lost_processes(answer_timeout_s()) if isinstance(error, Exception) else []
         if lost:
             raise ProcessLost(lost, f"after update {loop.done}", run.checkpoints.describe_last()) from error

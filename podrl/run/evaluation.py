@@ -6,12 +6,13 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from podrl.envs.types import LAST, JaxEnv, TimeStep
-from podrl.envs.wrappers import EpisodeStats
 from podrl.core.finite import no_legal_flags, nonfinite_flags
 from podrl.core.parallel import match_varying, vary_like
 from podrl.core.types import Agent, Array, Params, PRNGKey, reset_finished_actor_state
+from podrl.envs.types import LAST, JaxEnv, TimeStep
+from podrl.envs.wrappers import EpisodeStats
 
 
 class EvalResult(NamedTuple):
@@ -84,8 +85,6 @@ def evaluate_host_greedy(agent: Agent, params: Params, env, seed: int, max_steps
 
     `params` should live on the device that runs the policy.
     """
-    import numpy as np
-
     act = jax.jit(agent.act_greedy)
     timestep = env.reset(seed)
     num = env.num_envs

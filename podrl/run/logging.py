@@ -20,9 +20,9 @@ from typing import Any
 import jax
 import numpy as np
 
+from podrl.core.errors import ConfigError
 from podrl.run.config import LoggingConfig
 from podrl.run.config_json import jsonable
-from podrl.core.errors import ConfigError
 
 
 def format_duration(seconds: float) -> str:

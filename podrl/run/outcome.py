@@ -29,6 +29,14 @@ LOST_EXIT_CODE = 4
 SSH_FAILED_EXIT_CODE = 255
 """ssh's exit status when ssh itself fails (the connection dropped, the host is gone)."""
 
+STOP_AT_RETURN = "stop_at_return"
+"""What stopped a run whose evaluation reached its `stop_at_return` before its total."""
+STOP_AFTER_UPDATES = "stop_after_updates"
+"""What stopped a run that `--checkpoint.stop-after-updates` ended before its total."""
+STOPPED_BY = ("SIGTERM", "SIGINT", STOP_AT_RETURN, STOP_AFTER_UPDATES)
+"""What can stop a run early: a training result's `stopped_by` is one of these, or None (it ran to its
+total); the closing line says "stopped by <it>" (a pod's SIGTERM/SIGINT names the process(es) asking)."""
+
 CLOSING = re.compile(r"(?:stopped by (?P<by>.+?)|done) at update (?P<update>\d+):")
 """A run's closing line (`podrl.run.context.RunContext.finish`), wherever it sits in a log line."""
 SIGTERM_TO = re.compile(r"SIGTERM(?: to process(?:es)? (?P<who>[\d, ]+))?$")
@@ -107,6 +115,6 @@ def _after_exit_0(closing: Closing) -> Decision:
         return Decision("stop", "every process exited 0 but no closing line was seen (is this a podrl run's log?)")
     if closing.stopped_by is None:
         return Decision("done", f"done at update {closing.update}")
-    if closing.stopped_by == "stop_at_return":
+    if closing.stopped_by == STOP_AT_RETURN:
         return Decision("done", f"reached its target return at update {closing.update}")
     return Decision("stop", f"stopped by {closing.stopped_by} at update {closing.update}")

@@ -28,7 +28,7 @@ thread (delivered before `pthread_kill` returns) and ours is put back. A second 
 as in a single-process run (`podrl.run.control`): a SIGINT interrupts this process at once
 (KeyboardInterrupt; the others then find it lost), a SIGTERM does not undo the agreed stop and save.
 
-Single-process runs keep `podrl.run.control.StopRequests`; `stop_requests()` picks.
+Single-process runs keep `podrl.run.control.StopRequests`; `podrl.run.context.stop_requests()` picks.
 """
 
 from __future__ import annotations
@@ -36,9 +36,12 @@ from __future__ import annotations
 import ctypes
 import signal
 import threading
+import time
 
 import jax
+from jax.experimental import multihost_utils
 
+from podrl.core.distributed import heartbeat_timeout_s
 from podrl.run import outcome
 from podrl.run.control import StopRequests
 
@@ -117,8 +120,6 @@ class PodStopRequests(StopRequests):
 
     def agreed(self, call: int) -> bool:
         """True when every process stops after training call `call` (0, 1, ... from this job's start)."""
-        from jax.experimental import multihost_utils
-
         self.stopped = self.stopped or bool(multihost_utils.reached_preemption_sync_point(call))
         return self.stopped
 
@@ -175,8 +176,6 @@ class ProcessLost(RuntimeError):
 def answer_timeout_s() -> float:
     """How long survivors wait for each other's answer: half the heartbeat timeout (JAX's
     coordination service ends every process at the heartbeat timeout), at most 10 s."""
-    from podrl.core.distributed import heartbeat_timeout_s
-
     return min(heartbeat_timeout_s() / 2.0, 10.0)
 
 
@@ -188,8 +187,6 @@ def lost_processes(timeout_s: float) -> list[int]:
     for longer (not in the failed collective) counts as lost too: the message says "stopped
     answering". If the store itself is gone, process 0 (which hosts it) is the one lost.
     """
-    import time
-
     me, count = jax.process_index(), jax.process_count()
     client = _client()
     try:

@@ -110,7 +110,8 @@ class StageClock:
         for span in report["spans"]:
             overlap = " (overlaps)" if span["kind"] != "stage" and any(e > span["start"] + 1e-3 for e in ends) else ""
             label = span["name"] if span["kind"] == "stage" else f"  {span['kind']} {span['name']}"
-            out.append(f"{span['start']:7.2f} {span['wall']:7.2f} {span['cpu']:7.2f}  {label}{overlap} [{span['thread']}]")
+            times = f"{span['start']:7.2f} {span['wall']:7.2f} {span['cpu']:7.2f}"
+            out.append(f"{times}  {label}{overlap} [{span['thread']}]")
             if span["kind"] != "stage":
                 ends.append(span["start"] + span["wall"])
         return out

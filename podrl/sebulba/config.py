@@ -5,13 +5,14 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import os
 from typing import Any, ClassVar
 
+from podrl.core.errors import ConfigError, is_int, require_choice, require_int, require_number
+from podrl.core.types import AgentConfig
 from podrl.envs.schemes import check_host_options
 from podrl.run.config import RunConfig
 from podrl.run.options import MAY_CHANGE, option
-from podrl.core.errors import ConfigError, is_int, require_choice, require_int, require_number
-from podrl.core.types import AgentConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,7 +22,8 @@ class SebulbaConfig(RunConfig):
     layout: ClassVar[str] = "sebulba"
     """The layout name runs and checkpoints record."""
     eval_every: int = 0
-    """Evaluate the greedy policy every this many updates (after the log record that reaches or passes each multiple) and at the end; 0 = only at the end."""
+    """Evaluate the greedy policy every this many updates (after the log record that reaches or passes each multiple)
+    and at the end; 0 = only at the end."""
     eval_episodes: int = 16
     """Greedy episodes per evaluation (on a separate host env batch); 0 disables evaluation."""
     eval_max_steps: int = 10_000
@@ -29,15 +31,18 @@ class SebulbaConfig(RunConfig):
     actor_devices: tuple[int, ...] = (0,)
     """Indices (into the local devices) of the devices that run policy inference."""
     learner_devices: tuple[int, ...] | None = option(None, on_resume=MAY_CHANGE)
-    """Indices of the learner devices; None = every local device not acting (the actor device if it is the only one). May change on resume."""
+    """Indices of the learner devices; None = every local device not acting (the actor device if it is the only one).
+    May change on resume."""
     threads_per_actor_device: int = 1
     """Actor threads per actor device, each with its own envs, queue and PRNG key."""
     envs_per_thread: int = 8
     """Environments stepped together by one actor thread."""
     env_groups: int = 1
-    """Env batches per actor thread that alternate (one steps while the other's inference runs); 1 keeps Anakin's exact per-step sampling."""
+    """Env batches per actor thread that alternate (one steps while the other's inference runs); 1 keeps Anakin's exact
+    per-step sampling."""
     actor_cpus: tuple[int, ...] = option((), on_resume=MAY_CHANGE)
-    """Opt-in pinning (Linux): actor thread j runs on CPU core actor_cpus[j % len]; () pins nothing (env worker threads: env_kwargs thread_affinity_offset)."""
+    """Opt-in pinning (Linux): actor thread j runs on CPU core actor_cpus[j % len]; () pins nothing (env worker threads:
+    env_kwargs thread_affinity_offset)."""
     rollout_length: int = 64
     """Steps per environment in one rollout (one rollout per thread per update)."""
     lag: str = "0"
@@ -45,7 +50,9 @@ class SebulbaConfig(RunConfig):
     queue_size: int = 1
     """Rollouts each actor thread may have waiting for the learner (bounds async lag to queue_size + 1)."""
     env_kwargs: tuple[str, ...] = option((), box="env")
-    """Host env options as key=value, e.g. protocol=dqn full_action_space=True (ale:/envpool: Atari: protocol machado|dqn, full_action_space, repeat_action_probability, max_episode_frames, num_threads); other envs get them as constructor keyword arguments."""
+    """Host env options as key=value, e.g. protocol=dqn full_action_space=True (ale:/envpool: Atari: protocol
+    machado|dqn, full_action_space, repeat_action_probability, max_episode_frames, num_threads); other envs get them as
+    constructor keyword arguments."""
     vectorization: str = option("sync", box="env")
     """How gymnasium envs of one thread are vectorised: 'sync' (in the thread) or 'async' (worker processes, spawn)."""
     timeout_s: float = option(60.0, on_resume=MAY_CHANGE)
@@ -138,8 +145,6 @@ def check_actor_cpus(cpus: tuple[int, ...]) -> None:
     """ConfigError("actor_cpus") unless this process may run on every core of `cpus` (Linux only)."""
     if not cpus:
         return
-    import os
-
     if not hasattr(os, "sched_setaffinity"):
         raise ConfigError("actor_cpus", "pinning actor threads needs os.sched_setaffinity (Linux); leave it ()")
     allowed = os.sched_getaffinity(0)

@@ -15,14 +15,16 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import Mesh, PartitionSpec as P
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 
-from podrl.core.learner_state import shard_global, shard_local, train_state_spec
 from podrl.core.finite import count_nonfinite
-from podrl.core.parallel import DATA_AXIS, learner_metrics, sum_across_learners
 from podrl.core.keys import update_keys
-from podrl.sebulba.transport import TRAJECTORY_SPEC
+from podrl.core.learner_state import shard_global, shard_local, train_state_spec
+from podrl.core.parallel import DATA_AXIS, learner_metrics, sum_across_learners
 from podrl.core.types import Agent, TrainState, Trajectory
+from podrl.sebulba.transport import TRAJECTORY_SPEC
+
 
 def concat_batches(pieces: list[Trajectory]) -> Trajectory:
     """Joins `[T, B_i]` trajectories along the batch axis (actor state along its axis 0)."""

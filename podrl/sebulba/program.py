@@ -31,25 +31,32 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from podrl.core.distributed import host_sum, is_main_process
-from podrl.run.evaluation import evaluate_host_greedy
 from podrl.core.finite import InputCounts, check_evaluation, check_training, rows_with_nonfinite
 from podrl.core.keys import base_key, seed_keys
-from podrl.core.learner_state import (Placement, host_key_data, init_on_mesh, reshard_train_state,
-                                     train_state_shard_axes, train_state_spec)
+from podrl.core.learner_state import (
+    Placement,
+    host_key_data,
+    init_on_mesh,
+    reshard_train_state,
+    train_state_shard_axes,
+    train_state_spec,
+)
 from podrl.core.mesh import local_replica
 from podrl.core.parallel import DATA_AXIS
-from podrl.sebulba.rollout import ActorLink, ActorPolicy, ActorPool, ActorThread, make_act_step, reset_env, warm_up
+from podrl.core.types import TrainState, env_columns
+from podrl.run.evaluation import evaluate_host_greedy
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.learner import LearnerStep, make_learner_step
 from podrl.sebulba.params import ParamsSource
+from podrl.sebulba.rollout import ActorLink, ActorPolicy, ActorPool, ActorThread, make_act_step, reset_env, warm_up
 from podrl.sebulba.setup import SebulbaSetup, make_env
 from podrl.sebulba.stats import WindowStats
 from podrl.sebulba.stopping import StopSignal
 from podrl.sebulba.transport import bytes_per_step, learner_shardings, place_on_learners
-from podrl.core.types import TrainState, env_columns
 
 
 class SebulbaProgram:
@@ -76,7 +83,8 @@ class SebulbaProgram:
         self.env_steps = self.global_steps = 0
         self._eval_env = None
         self.limit = config.num_updates
-        self._stepped: tuple[int, TrainState, Any, Any] | None = None  # a learner step's result `train` has not returned
+        # a learner step's result `train` has not returned
+        self._stepped: tuple[int, TrainState, Any, Any] | None = None
 
     # ---- building (main thread) ----
 
@@ -193,7 +201,8 @@ class SebulbaProgram:
             self._eval_env = make_env(self.config, self.env_factory, -1, self.config.eval_episodes)
             self.pool.envs.append(self._eval_env)  # closed with the others
         params = jax.device_put(local_replica(params), self.actor_devices[0])
-        result = evaluate_host_greedy(self.agent, params, self._eval_env, seed=seed, max_steps=self.config.eval_max_steps)
+        result = evaluate_host_greedy(self.agent, params, self._eval_env, seed=seed,
+                                      max_steps=self.config.eval_max_steps)
         if not self.config.eval_async:
             self.eval_seconds += time.perf_counter() - start
         check_evaluation(np.sum(result.bad_reward), np.sum(result.bad_observation), result.returns.size, update,

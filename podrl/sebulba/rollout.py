@@ -36,14 +36,14 @@ from typing import Any, Callable, NamedTuple
 import jax
 import numpy as np
 
+from podrl.core.keys import env_keys, group_step_keys, host_env_seed, step_keys, update_keys
+from podrl.core.types import Agent, EnvColumns, Trajectory, reset_finished_actor_state
 from podrl.envs.host import HostVectorEnv
 from podrl.envs.types import LAST, TimeStep
-from podrl.core.keys import env_keys, group_step_keys, host_env_seed, step_keys, update_keys
 from podrl.sebulba.host_copy import ActStep
 from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.stopping import RunStopped, StopSignal
 from podrl.sebulba.transport import RolloutBuffer, example_trajectory, place_on_learners, step_record
-from podrl.core.types import Agent, EnvColumns, Trajectory, reset_finished_actor_state
 
 
 class Rollout(NamedTuple):

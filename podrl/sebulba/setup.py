@@ -34,6 +34,8 @@ from podrl.core.errors import ConfigError
 from podrl.core.learner_state import check_shard_state_fits
 from podrl.core.mesh import data_mesh
 from podrl.core.types import Agent, AgentConfig
+from podrl.envs.adapters.make import make_host_env
+from podrl.envs.adapters.specs import check_host_env
 from podrl.envs.host import HostVectorEnv
 from podrl.envs.types import EnvSpec
 from podrl.sebulba.config import SebulbaConfig, check_actor_cpus
@@ -75,8 +77,6 @@ class SebulbaSetup(NamedTuple):
 
 def build(config: SebulbaConfig, agent_config: AgentConfig, env_factory: EnvFactory | None = None) -> SebulbaSetup:
     """Checks `config` against the local devices and `agent_config`, builds the envs and the agent (module doc)."""
-    from podrl.envs.adapters.specs import check_host_env
-
     local = jax.local_devices()
     learner_ids = config.check_layout(len(local), agent_config)
     check_actor_cpus(config.actor_cpus)
@@ -102,8 +102,6 @@ def make_env(config: SebulbaConfig, factory: EnvFactory | None, thread: int, num
     """Thread `thread`'s batch of `num_envs` envs: `factory`'s, else `config.env` with its `env_kwargs`."""
     if factory is not None:
         return factory(thread, num_envs)
-    from podrl.envs.adapters.make import make_host_env
-
     try:
         return make_host_env(config.env, num_envs, seed=config.seed, vectorization=config.vectorization,
                              **config.env_options)

@@ -52,7 +52,8 @@ class StopSignal:
         if self.event.is_set():
             raise RunStopped()
 
-    def wait_for(self, ready: Callable[[], Any], timeout: float, what: str, condition: threading.Condition | None = None) -> Any:
+    def wait_for(self, ready: Callable[[], Any], timeout: float, what: str,
+                 condition: threading.Condition | None = None) -> Any:
         """Polls `ready()` until it returns something not None; the stop/timeout rules apply."""
         deadline = time.monotonic() + timeout
         while True:

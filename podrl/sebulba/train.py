@@ -7,16 +7,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from podrl.run.driver import drive
+from podrl.core.types import AgentConfig, TrainState
 from podrl.run.context import RunContext
+from podrl.run.driver import drive
 from podrl.run.stages import publish, timed_run
-from podrl.sebulba.rollout import JOIN_GRACE_S
 from podrl.sebulba.config import SebulbaConfig
 from podrl.sebulba.program import SebulbaProgram
 from podrl.sebulba.setup import build
-from podrl.core.types import AgentConfig, TrainState
 
-__all__ = ["JOIN_GRACE_S", "SebulbaResult", "train_sebulba"]
+__all__ = ["SebulbaResult", "train_sebulba"]
 
 
 class SebulbaResult(NamedTuple):
@@ -30,7 +29,7 @@ class SebulbaResult(NamedTuple):
     global_env_steps: int  # the same over all processes
     run_dir: str | None
     checkpoint_dir: str | None = None
-    stopped_by: str | None = None  # "SIGTERM", "SIGINT", "stop_at_return", "stop_after_updates", or None
+    stopped_by: str | None = None  # one of podrl.run.outcome.STOPPED_BY, or None (ran to its total)
     stages: dict[str, Any] | None = None  # where the seconds from process start went (`podrl.run.stages`)
 
 

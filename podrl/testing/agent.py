@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from podrl.core.types import Agent, TrainState, env_columns, reset_finished_actor_state
+from podrl.envs.registry import make
 from podrl.envs.types import EnvSpec, JaxEnv
 from podrl.testing.batches import TrajectoryMaker, sample_observations, tiny_envs
 from podrl.testing.errors import AgentCheckError
@@ -102,8 +103,6 @@ def _env(env: Any) -> tuple[EnvSpec, JaxEnv | None]:
     if isinstance(env, EnvSpec):
         return env, None
     if isinstance(env, str):
-        from podrl.envs.registry import make
-
         env = make(env)
     return EnvSpec(env.observation_spec(), env.action_spec()), env
 

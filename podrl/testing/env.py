@@ -20,14 +20,13 @@ import numpy as np
 
 from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.envs.adapters.specs import EnvSpecMismatchError, check_host_env
+from podrl.envs.registry import make
 from podrl.envs.types import JaxEnv
 
 
 def check_env(env: str | JaxEnv, num_envs: int = 4, steps: int = 32, seed: int = 0) -> None:
     """Checks the JAX `env` (or the env `podrl.envs.make(env)` builds) against the env contract (module doc)."""
     if isinstance(env, str):
-        from podrl.envs.registry import make
-
         env = make(env)
     name = type(env).__name__
     missing = [m for m in ("reset", "step", "observation_spec", "action_spec") if not callable(getattr(env, m, None))]

@@ -29,7 +29,8 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from podrl.core.learner_state import TRAJECTORY_SPEC, broadcast_prefix, shard_global, shard_local, train_state_spec
 from podrl.core.mesh import data_mesh

@@ -4,7 +4,8 @@ learner shards; `check_env` holds on podrl's JAX envs and names what a broken on
 
 The broken agents are one tiny agent of this file (`LinearConfig`: a linear softmax policy learned by
 REINFORCE with plain SGD, the same on every row), each with one mistake a researcher makes: gradients
-summed over the learner shards or never reduced, a metric summed over them, a non-scalar metric, actions `[B, 1]`, an actor
+summed over the learner shards or never reduced, a metric summed over them, a non-scalar metric, actions `[B, 1]`, an
+actor
 state without the batch axis (never reset by the layouts), actor-state rows mixed by a batch mean.
 """
 

@@ -3,7 +3,6 @@ the action scaling and warm-up, sharded updates (deterministic, shard-count inva
 
 from __future__ import annotations
 
-
 import dataclasses
 
 import jax
@@ -13,25 +12,25 @@ import pytest
 from dm_env import specs
 from jax.sharding import Mesh
 
+from checkpoints import anakin as checkpointed_anakin
+from checkpoints import leaves
+from continuous_tasks import REACH, REACH_TD3, REACH_THRESHOLDS, SMALL
 from podrl.agents.continuous import action_bounds, twin_q_loss
 from podrl.agents.sac import SACConfig, actor_loss, soft_q_target, tanh_gaussian_log_prob, temperature_loss
 from podrl.agents.td3 import TD3Config, clipped_double_q_target, smoothed_target_action
-from podrl.envs.registry import make
-from podrl.envs.types import EnvSpec, env_spec
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError
 from podrl.core.learner_state import init_on_mesh
 from podrl.core.parallel import DATA_AXIS
 from podrl.core.types import Trajectory
+from podrl.envs.registry import make
+from podrl.envs.types import EnvSpec, env_spec
+from podrl.run.config import LoggingConfig
 from podrl.testing import layout_update
-from test_checkpoint import anakin as checkpointed_anakin, leaves
 from untrained import anakin_initial_return
 
 QUIET = LoggingConfig(run_dir=None, console=False)
-SMALL = dict(buffer_size=4096, warmup_steps=128, batch_size=32, hidden_sizes=(32, 32), replay_ratio=1 / 16)
-"""Agents that start learning after two 8 x 8 updates (tests of plumbing, not of learning)."""
 AGENTS = pytest.mark.parametrize("config_type", [SACConfig, TD3Config], ids=["sac", "td3"])
 
 # ------------------------------------------------------------------ the math
@@ -238,14 +237,6 @@ def test_anakin_stop_resume_with_the_buffer_is_bit_identical(tmp_path, cpu_devic
 
 # -------------------------------------------------------------------- learning
 
-REACH = dict(buffer_size=8192, warmup_steps=256, batch_size=64, hidden_sizes=(64, 64), replay_ratio=0.25)
-"""ReachCue learners: 256 uniform warm-up steps, then one gradient step per 4 env steps."""
-REACH_TD3 = dict(REACH, critic_learning_rate=1e-3)
-REACH_THRESHOLDS = {"sac": 12.0, "td3": 13.0}
-"""Greedy returns at 4096 Anakin steps, seeds 0-2 (2 loaded CPU cores): SAC 13.4, 13.1, 13.3; TD3 15.4, 15.7,
-15.6 (optimum 16; the untrained greedy policy answers ~0: 5.3)."""
-REACH_SEBULBA_STEPS = 8192
-"""Sebulba's two learner shards each get half the transitions, so half the gradient steps per env step."""
 REACH_CASES = pytest.mark.parametrize("agent_config, threshold", [
     (SACConfig(**REACH), REACH_THRESHOLDS["sac"]), (TD3Config(**REACH_TD3), REACH_THRESHOLDS["td3"])],
     ids=["sac", "td3"])

@@ -13,21 +13,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from continuous_tasks import GAMMA, ONE_STEP, SAMPLES, SPEC, B, T, reward_one_rollout
+from one_device import update_on_one_device
+from parity import max_diffs
 from podrl.agents.sac import SACConfig
 from podrl.agents.td3 import TD3Config
-from podrl.envs.registry import make
-from podrl.envs.types import env_spec
-from podrl.core.types import Trajectory
-from one_device import update_on_one_device
-from test_sebulba import max_diffs
-
-SPEC = env_spec(make("ReachCue-v0"))  # observations one-hot [4]; actions a box [1] in [-1, 1] (u = a)
-T, B = 8, 8
-GAMMA = 0.9
-SAMPLES = 4096  # transitions sampled in the one gradient step (the noise draws the targets average over)
-ONE_STEP = dict(buffer_size=T * B, warmup_steps=T * B, batch_size=SAMPLES, replay_ratio=1 / (T * B),
-                hidden_sizes=(4,), gamma=GAMMA)
-"""Learning from the first update on, one gradient step per update."""
 
 
 def hand_critic(critic, slope: float = 0.0, curvature: float = 0.0, offset: float = 0.0):
@@ -60,13 +50,6 @@ def constant_actor(actor, output: list[float]):
 def moved(before, after) -> list[float]:
     """Per leaf of two params trees: the largest absolute change."""
     return max_diffs(jax.tree.leaves(before), jax.tree.leaves(after))
-
-
-def reward_one_rollout(seed: int = 0) -> Trajectory:
-    """`[T, B]` transitions between random cues, action 0, reward 1, no episode end."""
-    obs = jax.nn.one_hot(jax.random.randint(jax.random.key(seed), (T + 1, B), 0, 4), 4)
-    ones = jnp.ones((T, B), jnp.float32)
-    return Trajectory(obs[:-1], jnp.zeros((T, B, 1)), ones, ones, jnp.zeros((T, B), bool), obs[1:], {}, ())
 
 
 def numpy_mean_std(samples: np.ndarray) -> tuple[float, float]:

@@ -10,18 +10,20 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from checkpoints import anakin as checkpointed_anakin
+from checkpoints import leaves
+from one_device import update_on_one_device
+from parity import anakin_sebulba_states, max_diffs, sebulba_threads
 from podrl.agents.dqn import DQNConfig, q_learning_target
-from podrl.envs.registry import make
-from podrl.envs.types import env_spec
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError
-from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.core.types import Trajectory
-from test_checkpoint import anakin as checkpointed_anakin, leaves
-from test_sebulba import anakin_sebulba_states, max_diffs, sebulba_threads
-from one_device import update_on_one_device
+from podrl.envs.registry import make
+from podrl.envs.types import env_spec
+from podrl.run.config import LoggingConfig
+from podrl.sebulba import SebulbaConfig, train_sebulba
+from references import constant_q
 
 QUIET = LoggingConfig(run_dir=None, console=False)
 
@@ -40,13 +42,6 @@ def test_targets_match_the_papers_definitions(double):
     want = [r[i] + d[i] * q_target[i, np.argmax(selector[i])] for i in range(16)]
     got = jax.vmap(q_learning_target)(r, d, q_target, selector)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
-
-
-def constant_q(network_params, values: list[float]):
-    """Q-network params with Q(o, a) = values[a] for every observation (all weights 0, the head's bias)."""
-    params = jax.tree.map(jnp.zeros_like, network_params)
-    params["params"]["q_head"]["bias"] = jnp.asarray(values, jnp.float32)
-    return params
 
 
 @pytest.mark.parametrize("double", [False, True])
@@ -106,7 +101,8 @@ def test_a_rollout_larger_than_the_buffer_and_continuous_actions_are_refused():
 @pytest.mark.parametrize("layout", ["anakin", "sebulba"])
 def test_a_buffer_too_big_for_the_device_is_refused_before_compiling(cpu_devices, layout):
     """4 float32 observations twice + 3 scalars + an action: 44 bytes a transition, so 10^12
-    transitions (and 8 bytes of write pointer and fill count) need 44 TB: refused with the bytes, naming buffer_size, before any allocation."""
+    transitions (and 8 bytes of write pointer and fill count) need 44 TB: refused with the bytes, naming buffer_size,
+    before any allocation."""
     config = DQNConfig(buffer_size=10**12)
     with pytest.raises(ConfigError, match="44,000,000,000,008 bytes") as info:
         if layout == "anakin":

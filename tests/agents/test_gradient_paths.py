@@ -16,7 +16,8 @@ import podrl.envs
 from hand_replay import R2D2, R2D2_SPEC, replace
 from podrl.agents.muzero import MuZeroConfig
 from podrl.agents.muzero.agent import make_network as make_muzero_network
-from podrl.agents.muzero.losses import MuZeroBatch, make_loss_fn as make_muzero_loss, step_weights
+from podrl.agents.muzero.losses import MuZeroBatch, step_weights
+from podrl.agents.muzero.losses import make_loss_fn as make_muzero_loss
 from podrl.agents.muzero.networks import MuZeroNetwork
 from podrl.agents.muzero.targets import WindowTargets, scalar_to_target
 from podrl.agents.r2d2 import agent as r2d2_agent

@@ -11,22 +11,21 @@ from dm_env import specs
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
+from impala_parts import DISCRETE, OBS, T, _setup, _sharded_update, _trajectory
 from podrl.agents.impala import ImpalaConfig, make_loss_fn
-from podrl.agents.impala.agent import _minibatches, make_optimizer
-from podrl.agents.networks import ActorCritic, action_distribution, make_network
-from podrl.envs.types import EnvSpec
+from podrl.agents.impala.agent import _minibatches
+from podrl.agents.networks import ActorCritic, action_distribution
+from podrl.agents.optimizers import make_optimizer
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError
 from podrl.core.parallel import DATA_AXIS
 from podrl.core.types import Trajectory
-from podrl.testing import layout_update
-from test_vtrace import numpy_vtrace
+from podrl.envs.types import EnvSpec
+from podrl.run.config import LoggingConfig
+from references import numpy_vtrace
 from untrained import anakin_initial_return
 
-OBS, T = 4, 8
-DISCRETE = EnvSpec(specs.Array((OBS,), np.float32), specs.DiscreteArray(3))
 CONTINUOUS = EnvSpec(specs.Array((OBS,), np.float32), specs.BoundedArray((2,), np.float32, -1.0, 1.0))
 SPECS = pytest.mark.parametrize("spec", [DISCRETE, CONTINUOUS], ids=["discrete", "continuous"])
 
@@ -83,27 +82,6 @@ def test_rmsprop_puts_eps_where_the_config_says(in_sqrt):
 
 
 # ------------------------------------------------------------------------ loss
-
-
-def _trajectory(agent, params, b, seed=1, log_prob_noise=0.0):
-    """A random `[T, b]` trajectory acted by `agent`, with terminations and truncations."""
-    keys = jax.random.split(jax.random.key(seed), 7)
-    obs = jax.random.normal(keys[0], (T, b, OBS))
-    action, extras, _ = jax.vmap(lambda o, k: agent.act(params, (), o, k))(obs, jax.random.split(keys[1], T))
-    extras["log_prob"] = extras["log_prob"] + log_prob_noise * jax.random.normal(keys[6], (T, b))
-    discount = (jax.random.uniform(keys[2], (T, b)) > 0.1).astype(jnp.float32)
-    truncated = (jax.random.uniform(keys[3], (T, b)) > 0.9) & (discount == 1.0)
-    next_obs = jnp.concatenate([obs[1:], jax.random.normal(keys[4], (1, b, OBS))])
-    next_obs = jnp.where((discount[..., None] == 0) | truncated[..., None], obs + 1.0, next_obs)
-    return Trajectory(obs, action, jax.random.uniform(keys[5], (T, b)), discount, truncated, next_obs, extras, ())
-
-
-def _setup(spec, **overrides):
-    config = ImpalaConfig(hidden_sizes=(16, 16), **overrides)
-    agent = config.make_agent(spec, total_updates=10)
-    state = agent.init(jax.random.key(0), spec)
-    network = make_network(spec, config.hidden_sizes, config.activation)
-    return config, agent, state, network
 
 
 def test_summed_loss_is_the_mean_times_the_steps_and_keeps_mean_metrics():
@@ -194,11 +172,6 @@ def test_targets_carry_no_gradient():
 
 def _mesh(n):
     return Mesh(np.array(jax.devices()[:n]), (DATA_AXIS,))
-
-
-def _sharded_update(agent, n):
-    """`agent.update` on `n` learner shards as the layouts run it (the metrics averaged by the layout)."""
-    return layout_update(agent, jax.devices()[:n])
 
 
 def test_minibatches_are_whole_env_sequences():

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from impala_parts import DISCRETE, _setup, _trajectory
 from podrl.agents.impala.losses import make_loss_fn
 from podrl.agents.networks import ActorCritic, action_distribution
-from test_impala import DISCRETE, _setup, _trajectory
-from test_vtrace import numpy_vtrace
+from references import numpy_vtrace
 
 FIELDS = dict(reward_clip=0.5, reward_scale=0.3, gamma=0.8, vtrace_lambda=0.7, value_coef=0.4, entropy_coef=0.05)
 

@@ -18,8 +18,20 @@ import optax
 import pytest
 
 import podrl.envs
-from hand_replay import (B, R2D2, R2D2_SPEC, T, constant_heads, drawn_windows, numpy_importance_weights,
-                         numpy_r2d2_targets, on_one_device, r2d2_replay, r2d2_steps, with_sgd)
+from hand_replay import (
+    R2D2,
+    R2D2_SPEC,
+    B,
+    T,
+    constant_heads,
+    drawn_windows,
+    numpy_importance_weights,
+    numpy_r2d2_targets,
+    on_one_device,
+    r2d2_replay,
+    r2d2_steps,
+    with_sgd,
+)
 from podrl.agents import prioritised, replay, sum_tree
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.dqn import agent as dqn_agent
@@ -30,14 +42,11 @@ from podrl.agents.muzero import losses as muzero_losses
 from podrl.agents.muzero.agent import make_network
 from podrl.agents.muzero.losses import MuZeroBatch
 from podrl.agents.muzero.targets import WindowTargets
-from podrl.agents.q_learning import QParts, make_q_network
 from podrl.agents.off_policy import TargetLearnerState
+from podrl.agents.q_learning import QParts, make_q_network
 from podrl.agents.r2d2 import agent as r2d2_agent
 from podrl.core.types import Trajectory
-from test_dqn import constant_q
-from test_muzero_targets import numpy_two_hot
-from test_muzero_update import numpy_log_softmax, numpy_value, with_head_biases
-from test_value_rescaling import numpy_h
+from references import constant_q, numpy_h, numpy_log_softmax, numpy_two_hot, numpy_value, with_head_biases
 
 ONLINE, TARGET = np.array([1.0, 2.0]), np.array([3.0, -1.0])
 

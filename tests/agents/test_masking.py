@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from dm_env import specs
 
+from one_device import update_on_one_device
 from podrl.agents import masking
 from podrl.agents.dqn import DQNConfig, q_learning_target
 from podrl.agents.impala import ImpalaConfig
@@ -19,7 +20,8 @@ from podrl.agents.impala.losses import make_loss_fn as impala_loss_fn
 from podrl.agents.muzero import MuZeroConfig
 from podrl.agents.networks import make_network
 from podrl.agents.ppo import PPOConfig
-from podrl.agents.ppo.losses import PPOBatch, make_loss_fn as ppo_loss_fn
+from podrl.agents.ppo.losses import PPOBatch
+from podrl.agents.ppo.losses import make_loss_fn as ppo_loss_fn
 from podrl.agents.pqn import PQNConfig
 from podrl.agents.pqn.agent import q_lambda_batch
 from podrl.agents.q_learning import QParts, make_q_network
@@ -28,7 +30,6 @@ from podrl.agents.r2d2.agent import make_network as r2d2_network
 from podrl.agents.r2d2.losses import R2D2Batch, Step, learned_q_and_targets, n_step_q_targets
 from podrl.core.types import Trajectory
 from podrl.envs.types import EnvSpec
-from one_device import update_on_one_device
 
 A, OBS = 4, 3
 SPEC = EnvSpec({"x": specs.Array((OBS,), np.float32), "action_mask": specs.Array((A,), bool)},

@@ -11,18 +11,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from dm_env import specs
+from jax.sharding import PartitionSpec as P
 
 import podrl.envs
 from podrl.agents.config_checks import ENCODERS
+from podrl.agents.dqn import DQNConfig
 from podrl.agents.inputs import torso_input
 from podrl.agents.obs_norm import init_observation_stats, normalize_observation, update_observation_stats
 from podrl.agents.ppo import PPOConfig
-from podrl.agents.dqn import DQNConfig
 from podrl.agents.replay import Transition, transitions
 from podrl.agents.sac import SACConfig
 from podrl.agents.torsos import EMBED_FEATURES, EmbedCNN, MinAtarCNN, ObservationInputs, make_torso
-from jax.sharding import PartitionSpec as P
-
 from podrl.core.errors import ConfigError
 from podrl.core.mesh import data_mesh
 from podrl.core.types import Trajectory

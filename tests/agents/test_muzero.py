@@ -9,15 +9,15 @@ import jax
 import numpy as np
 import pytest
 
+from parity import anakin_sebulba_states, max_diffs, sebulba_threads
 from podrl.agents.muzero import MuZeroConfig
-from podrl.envs.registry import make
-from podrl.envs.types import env_spec
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError
+from podrl.envs.registry import make
+from podrl.envs.types import env_spec
+from podrl.run.config import LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
-from test_sebulba import anakin_sebulba_states, max_diffs, sebulba_threads
 
 QUIET = LoggingConfig(run_dir=None, console=False)
 

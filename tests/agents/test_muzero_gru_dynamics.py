@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from one_device import update_on_one_device
 from podrl.agents.muzero import MuZeroConfig
 from podrl.agents.muzero.agent import make_network
 from podrl.agents.muzero.losses import unroll
@@ -17,7 +18,6 @@ from podrl.core.errors import ConfigError
 from podrl.core.types import Trajectory
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
-from one_device import update_on_one_device
 
 SPEC = env_spec(make("MatchCue-v0"))  # observations [4], 4 actions
 GRU = dict(hidden_sizes=(8,), latent_size=12, dynamics="gru", dynamics_sizes=(5, 7), prediction_sizes=(6,),

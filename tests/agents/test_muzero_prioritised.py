@@ -8,16 +8,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from one_device import sharded_update_on_one_device
 from podrl.agents import sum_tree
 from podrl.agents.muzero import MuZeroConfig
 from podrl.agents.muzero.agent import MuZeroParts, batch_from_windows, make_network, rollout_steps
 from podrl.agents.muzero.search import root
 from podrl.core.errors import ConfigError
+from podrl.core.learner_state import shard_global
 from podrl.core.types import Trajectory
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
-from podrl.core.learner_state import shard_global
-from one_device import sharded_update_on_one_device
 
 SPEC = env_spec(make("MatchCue-v0"))  # observations [4], 4 actions
 T, B, K, N_STEPS = 8, 4, 2, 2

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from one_device import update_on_one_device
 from podrl.agents.muzero import MuZeroConfig
 from podrl.agents.muzero.agent import MuZeroParts, Step, batch_from_windows, bootstrap_values, make_network
 from podrl.agents.muzero.reanalyse import reanalyse, reanalysed_count
@@ -19,7 +20,6 @@ from podrl.core.errors import ConfigError
 from podrl.core.types import Trajectory
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
-from one_device import update_on_one_device
 
 SPEC = env_spec(make("MatchCue-v0"))  # observations [4], 4 actions
 N, K, STEPS = 6, 2, 2  # windows, unroll_steps, td_steps: windows of L = 4 steps

@@ -11,14 +11,20 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from one_device import update_on_one_device
 from podrl.agents.muzero import MuZeroConfig
-from podrl.agents.muzero.agent import (MuZeroParts, Step, bootstrap_values, make_network, search_bootstrap,
-                                       stores_search_value)
+from podrl.agents.muzero.agent import (
+    MuZeroParts,
+    Step,
+    bootstrap_values,
+    make_network,
+    search_bootstrap,
+    stores_search_value,
+)
 from podrl.core.errors import ConfigError
 from podrl.core.types import Trajectory
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
-from one_device import update_on_one_device
 
 SPEC = env_spec(make("MatchCue-v0"))  # observations [4], 4 actions
 N, L = 3, 4

@@ -4,7 +4,6 @@ windows and targets aligned with the replayed steps across episode ends."""
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -13,22 +12,12 @@ import pytest
 
 from podrl.agents import replay
 from podrl.agents.muzero import MuZeroConfig, scalar_to_two_hot, two_hot_to_scalar
-from podrl.agents.muzero.agent import batch_from_windows, make_network, rollout_steps, MuZeroParts
+from podrl.agents.muzero.agent import MuZeroParts, batch_from_windows, make_network, rollout_steps
 from podrl.agents.muzero.targets import window_targets
+from podrl.core.types import Trajectory
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
-from podrl.core.types import Trajectory
-
-
-def numpy_two_hot(x: float, s: int) -> np.ndarray:
-    """The two atoms around x (clipped to [-S, S]) weighted by 1 - distance."""
-    x = min(max(x, -s), s)
-    probs = np.zeros(2 * s + 1)
-    low = math.floor(x)
-    probs[low + s] += 1.0 - (x - low)
-    if low + 1 <= s:
-        probs[low + 1 + s] += x - low
-    return probs
+from references import numpy_two_hot
 
 
 @pytest.mark.parametrize("x", [-7.0, -3.0, -2.25, 0.0, 0.4, 1.0, 2.999, 3.0, 42.0])
@@ -153,7 +142,9 @@ def test_batch_targets_align_rewards_values_actions_and_policies_with_the_replay
 
     values = np.asarray(jax.jit(lambda o: root(network, config.support_size, params, o).value)(
         traj.next_observation.reshape(T * B, 4))).reshape(T, B)
-    v = lambda tb: values[tb]
+    def v(tb):
+        return values[tb]
+
     g = config.gamma
     want0 = [2 + g * 3 + g * g * v((3, 0)), 3 + g * 4, 4.0, 0.0]  # terminated after t = 4: no bootstrap
     want1 = [12 + g * 13 + g * g * v((3, 1)), 13 + g * 14 + g * g * v((4, 1)),

@@ -12,48 +12,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from one_device import update_on_one_device
 from podrl.agents.muzero import MuZeroConfig
 from podrl.agents.muzero.agent import make_network
 from podrl.agents.muzero.losses import MuZeroBatch, make_loss_fn
 from podrl.agents.muzero.targets import WindowTargets
-from podrl.agents.value_rescaling import H_EPSILON as EPS
+from podrl.core.types import Trajectory
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
-from podrl.core.types import Trajectory
-from one_device import update_on_one_device
-from test_muzero_targets import numpy_two_hot
-from test_value_rescaling import numpy_h
+from references import numpy_h, numpy_log_softmax, numpy_two_hot, numpy_value, with_head_biases
 
 SPEC = env_spec(make("MatchCue-v0"))  # observations [4], 4 actions
 SMALL = dict(hidden_sizes=(8,), latent_size=8, dynamics_sizes=(8,), prediction_sizes=(8,), support_size=3)
 T, B = 8, 4
-
-
-def with_head_biases(params, **biases):
-    """`params` with the named heads' biases (`policy_head=[A]`, `value_head=[2S + 1]`, ...) replaced;
-    their kernels must be zero (as initialised), so those logits equal the biases at every state."""
-    heads = dict(params["params"])
-    for name, bias in biases.items():
-        assert not np.any(np.asarray(heads[name]["kernel"])), f"{name}'s kernel is not zero"
-        heads[name] = {**heads[name], "bias": jnp.asarray(bias, jnp.float32)}
-    return {**params, "params": heads}
-
-
-def numpy_log_softmax(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, np.float64)
-    return x - x.max() - np.log(np.sum(np.exp(x - x.max())))
-
-
-def numpy_inverse_h(y: float) -> float:
-    """h^-1(y) (Pohlen et al. 2018, Prop. A.2), checked against h itself."""
-    x = np.sign(y) * (((np.sqrt(1.0 + 4.0 * EPS * (abs(y) + 1.0 + EPS)) - 1.0) / (2.0 * EPS)) ** 2 - 1.0)
-    assert abs(numpy_h(x) - y) < 1e-9
-    return float(x)
-
-
-def numpy_value(logits: np.ndarray, s: int) -> float:
-    """The scalar of categorical logits over the h-transformed atoms -S..S: h^-1 of their expectation."""
-    return numpy_inverse_h(float(np.exp(numpy_log_softmax(logits)) @ np.arange(-s, s + 1)))
 
 
 def test_value_targets_bootstrap_from_the_target_network_which_then_follows_the_online_one(cpu_devices):

@@ -45,8 +45,8 @@ def same_outputs(network, reference, *inputs) -> None:
     keys = jax.random.split(jax.random.key(2), len(jax.tree.leaves(params)))
     params = jax.tree.unflatten(jax.tree.structure(params), [x + 0.5 * jax.random.normal(k, x.shape, x.dtype)
                                                              for x, k in zip(jax.tree.leaves(params), keys)])
-    for got, want in zip(jax.tree.leaves(network.apply(params, *inputs)), jax.tree.leaves(reference.apply(params, *inputs)),
-                         strict=True):
+    for got, want in zip(jax.tree.leaves(network.apply(params, *inputs)),
+                         jax.tree.leaves(reference.apply(params, *inputs)), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6)
 
 

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from dm_env import specs
 
+from one_device import update_on_one_device
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.networks import make_network
 from podrl.agents.ppo import PPOConfig
 from podrl.agents.torsos import channels_first, make_torso
-from podrl.envs.types import EnvSpec
 from podrl.core.errors import ConfigError
 from podrl.core.types import Trajectory
-from one_device import update_on_one_device
+from podrl.envs.types import EnvSpec
 
 ATARI = (4, 84, 84)
 MINATAR = (10, 10, 4)
@@ -266,4 +266,5 @@ def test_ppo_minatar_cnn_update_is_finite():
     new_state, metrics = update_on_one_device(agent)(state, traj, keys[4])
     assert int(new_state.update_step) == 1
     assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves((new_state.params, metrics)))
-    assert not all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(new_state.params)))
+    pairs = zip(jax.tree.leaves(state.params), jax.tree.leaves(new_state.params))
+    assert not all(np.array_equal(a, b) for a, b in pairs)

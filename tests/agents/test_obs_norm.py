@@ -11,8 +11,17 @@ import pytest
 from dm_env import specs
 from jax.sharding import PartitionSpec as P
 
+from one_device import update_on_one_device
+from parity import anakin_sebulba_states, max_diffs
 from podrl.agents.obs_norm import (
-    VARIANCE_EPS, RunningStats, batch_moments, init_stats, merge, normalize, update_stats, with_observation_norm,
+    VARIANCE_EPS,
+    RunningStats,
+    batch_moments,
+    init_stats,
+    merge,
+    normalize,
+    update_stats,
+    with_observation_norm,
 )
 from podrl.agents.ppo import PPOConfig
 from podrl.core.errors import ConfigError
@@ -20,8 +29,6 @@ from podrl.core.mesh import data_mesh
 from podrl.core.parallel import DATA_AXIS
 from podrl.core.types import Agent, TrainState, Trajectory
 from podrl.envs.types import EnvSpec
-from one_device import update_on_one_device
-from test_sebulba import anakin_sebulba_states, max_diffs
 
 
 def numpy_stats(batches: list[np.ndarray]) -> tuple[float, np.ndarray, np.ndarray]:

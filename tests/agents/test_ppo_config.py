@@ -10,8 +10,8 @@ import pytest
 from dm_env import specs
 
 from podrl.agents.ppo import PPOConfig
-from podrl.envs.types import EnvSpec
 from podrl.core.errors import ConfigError
+from podrl.envs.types import EnvSpec
 
 
 def test_defaults_are_the_classic_cartpole_ppo():
@@ -93,8 +93,8 @@ def test_big_models_keep_a_per_leaf_optimizer_small_ones_are_flattened():
     from dm_env import specs
 
     from podrl.agents.actor_critic import count_params
-    from podrl.agents.optimizers import FLATTEN_MAX_PARAMS
     from podrl.agents.networks import make_network
+    from podrl.agents.optimizers import FLATTEN_MAX_PARAMS
     from podrl.envs.types import EnvSpec
 
     def spec(obs_size):

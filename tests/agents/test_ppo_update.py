@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from one_device import update_on_one_device
 from podrl.agents.ppo import PPOConfig
+from podrl.core.types import Trajectory
 from podrl.envs.registry import make
 from podrl.envs.types import env_spec
-from podrl.core.types import Trajectory
-from one_device import update_on_one_device
 
 SPEC = env_spec(make("MatchCue-v0"))  # observations [4], 4 actions
 T, B = 6, 2

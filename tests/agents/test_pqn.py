@@ -9,18 +9,18 @@ import pytest
 from dm_env import specs
 
 import podrl.envs
+from one_device import update_on_one_device
+from parity import QUIET, anakin_sebulba_params, max_diffs
 from podrl.agents.pqn import PQNConfig
 from podrl.agents.q_learning import epsilon_greedy, epsilon_schedule
 from podrl.agents.returns import batched_q_lambda_returns, q_lambda_returns
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError
 from podrl.core.types import Trajectory
+from podrl.run.config import LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
-from test_sebulba import QUIET, anakin_sebulba_params, max_diffs
 from untrained import anakin_initial_return, sebulba_initial_return
-from one_device import update_on_one_device
 
 # ------------------------------------------------------------------ Q(lambda)
 

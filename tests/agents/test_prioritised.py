@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from podrl.agents import prioritised
-from test_sum_tree import ALPHA_TEST, chi_square_p
+from references import ALPHA_TEST, chi_square_p
 
 B, T, PERIOD, WINDOW, ROWS = 3, 4, 2, 5, 10
 """3 envs, rollouts of 4 steps, a sequence of 5 steps every 2 steps of each env, 10 steps per env stored."""
@@ -28,7 +28,8 @@ def rollout_items(first_step: int) -> prioritised.SequenceItems:
 def expected_drawable(total_steps: int) -> set[tuple[int, int]]:
     """(start step g, env b) of the sequences stored whole, oldest to newest, after `total_steps` steps of each env."""
     oldest = max(0, total_steps - ROWS)
-    return {(g, b) for g in range(0, total_steps, PERIOD) for b in range(B) if g >= oldest and g + WINDOW <= total_steps}
+    return {(g, b) for g in range(0, total_steps, PERIOD) for b in range(B)
+            if g >= oldest and g + WINDOW <= total_steps}
 
 
 def leaf_of(g: int, b: int) -> int:
@@ -79,7 +80,8 @@ def test_a_draw_returns_its_sequence_and_stored_state_and_draws_follow_p_to_the_
     drawable = sorted(expected_drawable(5 * T))
     index = jnp.asarray([leaf_of(g, b) for g, b in drawable])
     priority = np.random.default_rng(2).uniform(0.1, 2.0, size=len(drawable)).astype(np.float32)
-    replay = replay._replace(priorities=prioritised.set_priorities(replay.priorities, index, jnp.asarray(priority), ALPHA))
+    priorities = prioritised.set_priorities(replay.priorities, index, jnp.asarray(priority), ALPHA)
+    replay = replay._replace(priorities=priorities)
     drawn = jax.jit(prioritised.sample, static_argnums=(2, 3, 4, 5))(replay, jax.random.key(1), 200_000, WINDOW,
                                                                      PERIOD, B)
     obs, state = np.asarray(drawn.window["obs"]), np.asarray(drawn.start_state["state"])

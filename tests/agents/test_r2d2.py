@@ -12,6 +12,9 @@ import jax
 import numpy as np
 import pytest
 
+from checkpoints import anakin as checkpointed_anakin
+from checkpoints import leaves
+from parity import anakin_sebulba_states, max_diffs, sebulba_threads
 from podrl.agents.r2d2 import R2D2Config, apex_epsilons
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
@@ -21,8 +24,6 @@ from podrl.envs.registry import make
 from podrl.envs.types import env_spec
 from podrl.run.config import LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
-from test_checkpoint import anakin as checkpointed_anakin, leaves
-from test_sebulba import anakin_sebulba_states, max_diffs, sebulba_threads
 
 QUIET = LoggingConfig(run_dir=None, console=False)
 

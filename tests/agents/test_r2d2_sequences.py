@@ -13,17 +13,16 @@ import pytest
 
 import podrl.envs
 from podrl.agents import prioritised, sum_tree
-from podrl.agents.r2d2 import R2D2Config
+from podrl.agents.r2d2 import R2D2Config, losses
 from podrl.agents.r2d2 import agent as r2d2_agent
-from podrl.agents.r2d2 import losses
 from podrl.agents.replay import n_step_targets
 from podrl.agents.unroll import reset_before
 from podrl.agents.value_rescaling import inverse_value_transform, value_transform
 from podrl.anakin.rollout import reset_batch, rollout
 from podrl.core.learner_state import shard_global, shard_local
 from podrl.core.types import Trajectory
-from podrl.testing import layout_update
 from podrl.envs.wrappers import TimeLimit, wrap_for_training
+from podrl.testing import layout_update
 
 T, B, ROLLOUTS = 12, 4, 4
 CONFIG = R2D2Config(core_size=16, hidden_sizes=(16,), burn_in=3, sequence_length=6, sequence_period=3, n_step=3,

@@ -9,19 +9,19 @@ import numpy as np
 import pytest
 
 import podrl.envs
+from parity import anakin_sebulba_params, max_diffs
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.networks import make_network
 from podrl.agents.ppo import PPOConfig
 from podrl.agents.unroll import trajectory_outputs, unroll
+from podrl.anakin import train_anakin
+from podrl.anakin.config import AnakinConfig
+from podrl.anakin.rollout import reset_batch, rollout
+from podrl.core.errors import ConfigError
 from podrl.envs.tiny import RecallCue
 from podrl.envs.types import LAST
 from podrl.envs.wrappers import TimeLimit, wrap_for_training
-from podrl.anakin import train_anakin
-from podrl.anakin.config import AnakinConfig
 from podrl.run.config import LoggingConfig
-from podrl.core.errors import ConfigError
-from podrl.anakin.rollout import reset_batch, rollout
-from test_sebulba import anakin_sebulba_params, max_diffs
 
 QUIET = LoggingConfig(run_dir=None, console=False)
 

@@ -9,13 +9,13 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from podrl.agents import replay
-from podrl.run.checkpoint import Checkpointer
+from podrl.core.learner_state import init_on_mesh
 from podrl.core.mesh import data_mesh
 from podrl.core.parallel import DATA_AXIS, mean_across_learners
-from podrl.core.learner_state import init_on_mesh
+from podrl.core.types import Agent, TrainState, Trajectory
+from podrl.run.checkpoint import Checkpointer
 from podrl.sebulba.learner import make_learner_step
 from podrl.sebulba.transport import learner_shardings, place_on_learners
-from podrl.core.types import Agent, TrainState, Trajectory
 
 
 def test_add_wraps_around_and_counts_the_filled_slots():

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 import podrl.envs
+from continuous_tasks import ONE_STEP, SPEC, reward_one_rollout
+from one_device import update_on_one_device
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.muzero import MuZeroConfig
 from podrl.agents.r2d2 import R2D2Config
 from podrl.agents.sac import SACConfig
 from podrl.agents.td3 import TD3Config
 from podrl.core.types import Trajectory
-from one_device import update_on_one_device
-from test_continuous_update import ONE_STEP, SPEC, reward_one_rollout
 
 CARTPOLE = podrl.envs.env_spec(podrl.envs.make("CartPole-v1"))
 RECALL = podrl.envs.env_spec(podrl.envs.make("RecallCue-v0"))

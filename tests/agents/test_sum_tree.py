@@ -6,13 +6,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import stats
 
 from podrl.agents import sum_tree
+from references import ALPHA_TEST, chi_square_p
 
 DRAWS = 200_000
-ALPHA_TEST = 1e-3
-"""The chi-square test's level: a correct sampler fails it with probability 1e-3 (seeded, so never flaky)."""
 
 
 def numpy_nodes(leaf_values: np.ndarray, capacity: int) -> np.ndarray:
@@ -22,17 +20,6 @@ def numpy_nodes(leaf_values: np.ndarray, capacity: int) -> np.ndarray:
     for i in range(capacity - 1, 0, -1):
         nodes[i] = nodes[2 * i] + nodes[2 * i + 1]
     return nodes
-
-
-def chi_square_p(counts: np.ndarray, weights: np.ndarray) -> float:
-    """p-value of draw `counts` per leaf against the probabilities `weights / sum` (leaves of weight 0
-    must not be drawn at all: the p-value is 0 if one was)."""
-    positive = weights > 0
-    if counts[~positive].any():
-        return 0.0
-    expected = counts.sum() * weights[positive] / weights[positive].sum()
-    statistic = float(np.sum((counts[positive] - expected) ** 2 / expected))
-    return float(stats.chi2.sf(statistic, df=int(positive.sum()) - 1))
 
 
 def test_sampling_frequencies_match_the_leaves_and_a_uniform_sampler_fails():

@@ -14,8 +14,17 @@ import jax
 import numpy as np
 import pytest
 
-from hand_replay import (B, R2D2, R2D2_SPEC, constant_heads, drawn_windows, numpy_r2d2_targets, r2d2_replay,
-                         r2d2_steps, replace)
+from hand_replay import (
+    R2D2,
+    R2D2_SPEC,
+    B,
+    constant_heads,
+    drawn_windows,
+    numpy_r2d2_targets,
+    r2d2_replay,
+    r2d2_steps,
+    replace,
+)
 from podrl.agents.r2d2 import agent as r2d2_agent
 from podrl.agents.r2d2 import losses as r2d2_losses
 

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
 import jax.numpy as jnp
 import numpy as np
 
 from podrl.agents.value_rescaling import H_EPSILON, inverse_value_transform, value_transform
-
-
-def numpy_h(x: float) -> float:
-    """Pohlen et al. 2018 / MuZero Appendix F: h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x."""
-    return math.copysign(1.0, x) * (math.sqrt(abs(x) + 1.0) - 1.0) + H_EPSILON * x if x else 0.0
+from references import numpy_h
 
 
 def test_value_transform_matches_the_equation_and_its_inverse_undoes_it():

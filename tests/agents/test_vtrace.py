@@ -6,39 +6,10 @@ import numpy as np
 import pytest
 
 from podrl.agents.returns import batched_vtrace, vtrace
+from references import numpy_vtrace
 
 GAMMA = 0.9
 CLIPS = dict(clip_rho_threshold=1.2, clip_pg_rho_threshold=1.5, clip_c_threshold=0.9)
-
-
-def numpy_vtrace(v_tm1, v_t, r, discount, end, rho, lambda_, clip_rho_threshold, clip_pg_rho_threshold,
-                 clip_c_threshold):
-    """Espeholt et al. 2018, eq. (1) and section 4.2, term by term (float64):
-
-    v_s = V(x_s) + sum_{t=s}^{e} (prod_{i=s}^{t-1} gamma_i c_i) rho_t (r_t + gamma_t V(x_{t+1}) - V(x_t)),
-    e = the first step >= s after which the episode ends (or T - 1);
-    A_s = rho_pg_s (r_s + gamma_s q_{s+1} - V(x_s)), q_{s+1} = v_{s+1} inside the episode and
-    the sequence, else V(x_{s+1}).
-    """
-    v_tm1, v_t, r, discount, rho = (np.asarray(x, np.float64) for x in (v_tm1, v_t, r, discount, rho))
-    end = np.asarray(end, bool)
-    n = len(r)
-    rho_c = np.minimum(clip_rho_threshold, rho)
-    c = lambda_ * np.minimum(clip_c_threshold, rho)
-    vs = np.zeros(n)
-    for s in range(n):
-        total, trace = 0.0, 1.0
-        for t in range(s, n):
-            total += trace * rho_c[t] * (r[t] + discount[t] * v_t[t] - v_tm1[t])
-            if end[t]:
-                break
-            trace *= discount[t] * c[t]
-        vs[s] = v_tm1[s] + total
-    pg = np.zeros(n)
-    for s in range(n):
-        q = vs[s + 1] if s + 1 < n and not end[s] else v_t[s]
-        pg[s] = min(clip_pg_rho_threshold, rho[s]) * (r[s] + discount[s] * q - v_tm1[s])
-    return vs, pg
 
 
 def _sequence():

@@ -10,14 +10,12 @@ directory (the CLI resolves `module:Class` from there).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from cli_runs import ROOT, assert_user_error, run
 
 BAD_ENVS = textwrap.dedent('''
     import gymnasium as gym
@@ -74,9 +72,6 @@ BAD_ENVS = textwrap.dedent('''
         return Float64Host(num_envs)
 ''')
 
-TINY = ["--cpu-devices", "2", "--envs-per-thread", "4", "--rollout-length", "8", "--total-steps", "64",
-        "--logging.run-dir", "None", "--eval-episodes", "0"]
-
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
@@ -87,24 +82,8 @@ def workdir(tmp_path_factory) -> Path:
     (path / "no_ale" / "ale_py" / "__init__.py").write_text('raise ImportError("simulated: ale-py missing")\n')
     return path
 
-
-def run(workdir: Path, script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k != "PODRL_DEBUG"}
-    environ.update({"PYTHONPATH": str(ROOT), **(env or {})})
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], capture_output=True, text=True,
-                          timeout=240, cwd=workdir, env=environ)
-
-
-def assert_user_error(done: subprocess.CompletedProcess, *fragments: str) -> str:
-    """Exit 2, one `error: ...` paragraph holding every fragment, no traceback; returns the message."""
-    assert done.returncode == 2, done.stderr[-3000:]
-    assert "Traceback" not in done.stderr, done.stderr[-3000:]
-    lines = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("WARNING")]
-    assert lines and lines[0].startswith("error: "), done.stderr[-3000:]
-    assert len(lines) == 2 and "--debug" in lines[1], lines  # the message, then the --debug hint
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
+TINY = ["--cpu-devices", "2", "--envs-per-thread", "4", "--rollout-length", "8", "--total-steps", "64",
+        "--logging.run-dir", "None", "--eval-episodes", "0"]
 
 
 CASES = {
@@ -155,7 +134,8 @@ def test_anakin_config_and_env_errors_exit_2_without_traceback(workdir):
                       "error: invalid config: num_envs: must be a positive integer, got 0")
     assert_user_error(run(workdir, "train_anakin.py", "--env", "no_such_pkg.envs:Maze"),
                       "error: invalid config: env: ", "cannot import module 'no_such_pkg.envs'")
-    assert_user_error(run(workdir, "train_anakin.py", "--env", "Pendulum-v1", "--num-devices", "1", "agent:pqn"),  # continuous actions
+    # continuous actions
+    assert_user_error(run(workdir, "train_anakin.py", "--env", "Pendulum-v1", "--num-devices", "1", "agent:pqn"),
                       "error: invalid config: env: agent 'pqn' ", "needs a discrete action space", "BoundedArray(")
     assert_user_error(run(workdir, "train_anakin.py", "--num-devices", "1", "agent:sac"),  # CartPole: discrete actions
                       "error: invalid config: env: agent 'sac' ", "needs a continuous (Box) action space",

@@ -62,7 +62,7 @@ def script(cwd: Path, name: str, *args: str, timeout: int = 280) -> subprocess.C
 
 
 def error_line(done: subprocess.CompletedProcess) -> str:
-    lines = [l for l in done.stderr.splitlines() if l.startswith("error: ")]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert done.returncode == 2 and lines and "Traceback" not in done.stderr, done.stderr[-3000:]
     return lines[0]
 
@@ -159,7 +159,7 @@ def test_an_experiment_parses_its_strings_once():
     run = SebulbaConfig(env="ale:Pong", env_kwargs=("protocol=dqn", "full_action_space=True"), lag="1")
     assert run.env_options is run.env_options and run.env_options == {"protocol": "dqn", "full_action_space": True}
     experiment = default_experiment("sebulba")
-    assert experiment.lag == 0 and split(experiment.run.env) == (None, "CartPole-v1")  # the env name: schemes' table
+    assert experiment.env_options == {} and split(experiment.run.env) == (None, "CartPole-v1")  # schemes' table
     assert split("dm_env:my_pkg.envs:make") == (SCHEMES["dm_env"], "my_pkg.envs:make")
     assert split("my_envs:Chain") == (None, "my_envs:Chain") and split("ale:Pong")[0] is SCHEMES["ale"]
     anakin = AnakinConfig(population=2, sweep=("agent.entropy_coef=0.0,0.01",))

@@ -15,8 +15,8 @@ from podrl.agents.impala import ImpalaConfig
 from podrl.agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError
+from podrl.run.config import LoggingConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 QUIET = LoggingConfig(run_dir=None, console=False)

@@ -26,9 +26,9 @@ import pytest
 
 import podrl.envs
 from podrl.agents.ppo import PPOConfig
-from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
+from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.run.config import LoggingConfig
 from podrl.run.evaluation import evaluate_greedy, evaluate_host_greedy
 from untrained import sebulba_initial_params

@@ -173,7 +173,7 @@ def test_an_installed_packages_agents_are_named_on_the_command_line_beside_podrl
 
     import podrl.agents
     from podrl.cli import flags
-    from podrl.cli.experiment import resolve
+    from podrl.cli.flags import resolve
 
     folder, module = user_module
     points = [importlib.metadata.EntryPoint("a2c", f"{module}:A2CConfig", "podrl.agents"),

@@ -208,7 +208,8 @@ def test_agent_flags_without_a_subcommand_select_the_preset_agent():
     argv = ["--preset", "x", "--agent.hidden-sizes", "8", "8", "--num-envs", "8", "--agent.gamma", "0.9"]
     assert with_agent_subcommand(argv, "impala") == [
         "--preset", "x", "--num-envs", "8", "agent:impala", "--agent.hidden-sizes", "8", "8", "--agent.gamma", "0.9"]
-    assert with_agent_subcommand(["agent:ppo", "--agent.gamma", "0.9"], "impala") == ["agent:ppo", "--agent.gamma", "0.9"]
+    given = ["agent:ppo", "--agent.gamma", "0.9"]
+    assert with_agent_subcommand(given, "impala") == given
     assert with_agent_subcommand(["--num-envs", "8"], "impala") == ["--num-envs", "8"]
     args = parse("anakin", "--agent.gamma", "0.9", "--num-envs", "8")
     assert type(args.agent).__name__ == "PPOConfig" and args.agent.gamma == 0.9 and args.run.num_envs == 8

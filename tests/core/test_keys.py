@@ -5,8 +5,8 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from podrl.envs.adapters.jax_host import anakin_env_keys
 from podrl.core import keys
+from podrl.envs.adapters.jax_host import anakin_env_keys
 
 
 def _data(key) -> np.ndarray:

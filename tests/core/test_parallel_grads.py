@@ -10,10 +10,10 @@ from jax.sharding import PartitionSpec as P
 
 from podrl.agents.networks import make_network
 from podrl.agents.ppo import PPOBatch, PPOConfig, make_loss_fn
-from podrl.envs.types import EnvSpec
 from podrl.core.errors import ConfigError
 from podrl.core.parallel import DATA_AXIS, learner_metrics, learner_value_and_grad, mean_across_learners
 from podrl.core.types import Trajectory
+from podrl.envs.types import EnvSpec
 from podrl.testing import layout_update
 
 OBS = 4
@@ -69,7 +69,8 @@ def test_naive_grad_of_replicated_params_is_a_sum_not_a_mean():
     params, batch, grad_fn = _loss_setup()
     (_, _), expected = grad_fn(params, batch, None)
     naive = jax.jit(jax.shard_map(
-        lambda b: mean_across_learners(grad_fn(params, b, None)[1]), mesh=_mesh(4), in_specs=P(DATA_AXIS), out_specs=P(),
+        lambda b: mean_across_learners(grad_fn(params, b, None)[1]), mesh=_mesh(4), in_specs=P(DATA_AXIS),
+        out_specs=P(),
     ))(batch)
     _assert_trees_close(naive, jax.tree.map(lambda g: 4 * g, expected), atol=4e-6)
 

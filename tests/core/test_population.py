@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import jax
 import numpy as np
 import pytest
@@ -11,9 +10,9 @@ from podrl.agents.impala import ImpalaConfig
 from podrl.agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError
 from podrl.core.population import member_values, parse_sweep, pbt_decide
+from podrl.run.config import LoggingConfig
 
 QUIET = LoggingConfig(run_dir=None, console=False)
 LRS = (0.0, 3e-4, 1e-3, 3e-3)
@@ -44,8 +43,8 @@ def test_lr_sweep_members_equal_single_runs_and_never_mix(cpu_devices):
                                                 jax.tree.leaves(single.state.train_state.params)]):
             np.testing.assert_allclose(a, b, atol=1e-5)
     import podrl.envs
-    from podrl.envs.types import env_spec
     from podrl.core.keys import seed_keys
+    from podrl.envs.types import env_spec
 
     spec = env_spec(podrl.envs.make("CartPole-v1"))
     agent = PPOConfig().make_agent(spec, 4)

@@ -17,9 +17,9 @@ import re
 import sys
 
 import pytest
+from simulation import DEPLOY, PER_UPDATE, STEP_LINE, TOTAL_UPDATES, TRAIN, Simulation, sigterm, stopped_at
 
 from podrl.run.checkpoint_folder import complete_steps
-from simulation import DEPLOY, PER_UPDATE, STEP_LINE, TOTAL_UPDATES, TRAIN, Simulation, sigterm, stopped_at
 
 REPORT = f"""#!{sys.executable}
 # A stand-in for the podrl command: joins the run as `podrl anakin` does, then says what JAX made of it.

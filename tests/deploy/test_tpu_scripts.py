@@ -19,9 +19,9 @@ import stat
 import subprocess
 
 import pytest
+from simulation import DEPLOY, PER_UPDATE, STEP_LINE, TOTAL_UPDATES, TRAIN, Simulation, sigterm, stopped_at
 
 from podrl.run.checkpoint_folder import complete_steps
-from simulation import DEPLOY, PER_UPDATE, STEP_LINE, TOTAL_UPDATES, TRAIN, Simulation, sigterm, stopped_at
 
 LOOP = str(DEPLOY / "tpu_spot_loop.sh")
 SHELLCHECK = shutil.which("shellcheck")
@@ -89,10 +89,11 @@ def test_a_preempted_spot_slice_is_recreated_set_up_afresh_and_resumes_to_the_to
     setups = [c for c in ssh_commands(sim) if "podrl-venv" in c and "--distributed-auto" not in c]
     assert len(setups) == 2 and all('/.local/bin/uv" venv -p 3.12 --seed podrl-venv' in c for c in setups)
     calls = sim.worker_calls()
-    for tool, args in [("curl", "-LsSf https://astral.sh/uv/install.sh"), ("git", "clone -q https://example.com/"
-                       "you/podrl.git podrl"), ("git", "-C podrl fetch -q origin v1.2"), ("apt-get", "-q -o DPkg::Lock::"
-                       "Timeout=600 install -y nfs-common"), ("mount", f"-t nfs 10.0.0.2:/share {mount}"), ("sudo", f"install -d -m 1777 "
-                       f"{mount}/runs")]:
+    for tool, args in [("curl", "-LsSf https://astral.sh/uv/install.sh"),
+                       ("git", "clone -q https://example.com/you/podrl.git podrl"),
+                       ("git", "-C podrl fetch -q origin v1.2"),
+                       ("apt-get", "-q -o DPkg::Lock::Timeout=600 install -y nfs-common"),
+                       ("mount", f"-t nfs 10.0.0.2:/share {mount}"), ("sudo", f"install -d -m 1777 {mount}/runs")]:
         assert sorted(w for w, t, a in calls if (t, a) == (tool, args)) == ["w0", "w0", "w1", "w1"], (tool, calls)
     assert ("w0", "uv", "pip install -q --python podrl-venv/bin/python -e ./podrl jax[tpu]") in calls
     assert stat.S_IMODE((mount / "runs").stat().st_mode) == 0o1777

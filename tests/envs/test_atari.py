@@ -16,21 +16,21 @@ import numpy as np
 import pytest
 from dm_env import specs
 
+from cli_runs import assert_user_error, run
+from impala_parts import _sharded_update
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.ppo import PPOConfig
 from podrl.agents.returns import learner_rewards
+from podrl.core.errors import ConfigError
+from podrl.core.types import Agent, Trajectory
 from podrl.envs.adapters import DmEnvVectorEnv, GymnasiumVectorEnv, make_host_env
 from podrl.envs.adapters.atari import PROTOCOLS, atari_protocol, gymnasium_fallback_kwargs, life_lost
 from podrl.envs.types import LAST, MID
 from podrl.run.config import LoggingConfig
 from podrl.run.config_json import config_from_json, jsonable
-from podrl.core.errors import ConfigError
 from podrl.run.evaluation import evaluate_host_greedy
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.sebulba.transport import bytes_per_step
-from podrl.core.types import Agent, Trajectory
-from test_cli_errors import assert_user_error, run
-from test_impala import _sharded_update
 
 QUIET = LoggingConfig(run_dir=None, console=False)
 
@@ -256,7 +256,7 @@ def _random_trajectory(agent, params, t=8, b=4) -> Trajectory:
 def test_reward_clip_is_the_update_on_clipped_rewards(cpu_devices, config_type, settings):
     """An update with reward_clip=1 equals (to float rounding) one without clipping on rewards clipped
     beforehand, and differs from one on the raw rewards: the clip reaches the loss input."""
-    from test_impala import DISCRETE
+    from impala_parts import DISCRETE
 
     def params_after(traj, clip):
         config = config_type(hidden_sizes=(8,), num_minibatches=1, reward_clip=clip, **settings)

@@ -16,11 +16,11 @@ require("brax.envs", "brax")  # in [dev]: a broken install fails here, never ski
 
 import podrl.envs  # noqa: E402
 from podrl.agents.ppo import PPOConfig  # noqa: E402
+from podrl.anakin import train_anakin  # noqa: E402
+from podrl.anakin.config import AnakinConfig  # noqa: E402
 from podrl.envs.brax import BraxEnv  # noqa: E402
 from podrl.envs.registry import UnknownEnvError, check_name  # noqa: E402
 from podrl.envs.types import LAST, MID  # noqa: E402
-from podrl.anakin import train_anakin  # noqa: E402
-from podrl.anakin.config import AnakinConfig  # noqa: E402
 from podrl.run.config import LoggingConfig  # noqa: E402
 
 PENDULUM = "brax:inverted_pendulum,episode_length=3"

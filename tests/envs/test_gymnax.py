@@ -17,14 +17,14 @@ from dm_env import specs
 import podrl.envs
 from podrl.agents.ppo import PPOConfig
 from podrl.agents.torsos import channels_first, check_torso
+from podrl.anakin import AnakinCompiled, train_anakin
+from podrl.anakin.config import AnakinConfig
+from podrl.core.errors import ConfigError
+from podrl.core.mesh import data_mesh
 from podrl.envs.adapters.make import make_host_env
 from podrl.envs.adapters.optional import MissingExtraError
 from podrl.envs.registry import UnknownEnvError, check_name
-from podrl.anakin import AnakinCompiled, train_anakin
-from podrl.anakin.config import AnakinConfig
 from podrl.run.config import LoggingConfig
-from podrl.core.errors import ConfigError
-from podrl.core.mesh import data_mesh
 from podrl.sebulba import SebulbaConfig, train_sebulba
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,6 +21,7 @@ from gymnasium.wrappers import TimeLimit
 
 import podrl.envs
 from dev_extra import require
+from podrl.anakin.rollout import reset_batch
 from podrl.envs.adapters import (
     DmEnvVectorEnv,
     EnvSpecMismatchError,
@@ -35,7 +36,6 @@ from podrl.envs.adapters import (
 )
 from podrl.envs.host import HostVectorEnv
 from podrl.envs.types import FIRST, LAST, MID
-from podrl.anakin.rollout import reset_batch
 
 # ---------------------------------------------------------------- a scripted gymnasium env
 

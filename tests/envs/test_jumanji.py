@@ -164,7 +164,8 @@ def act_on_knapsacks(agent, params, blind: bool, steps: int = 48, num_envs: int 
 
     def body(carry, key):
         state, ts = carry
-        shown = {**ts.observation, "action_mask": jnp.ones_like(ts.observation["action_mask"])} if blind else ts.observation
+        mask = ts.observation["action_mask"]
+        shown = {**ts.observation, "action_mask": jnp.ones_like(mask)} if blind else ts.observation
         action, _, _ = agent.act(params, (), shown, key)
         legal = jnp.take_along_axis(ts.observation["action_mask"], action[:, None], axis=1)[:, 0]
         return jax.vmap(env.step)(state, action), legal

@@ -9,10 +9,10 @@ learn from, then train SAC, TD3 and PPO for a few updates on them in Sebulba.
 from __future__ import annotations
 
 import jax
+import mujoco  # noqa: F401  (in [dev]: a broken install fails here, never skips)
 import numpy as np
 import pytest
 
-import mujoco  # noqa: F401  (in [dev]: a broken install fails here, never skips)
 from podrl.agents import replay
 from podrl.agents.ppo import PPOConfig
 from podrl.agents.sac import SACConfig

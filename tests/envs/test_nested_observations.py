@@ -22,8 +22,15 @@ from gymnasium.vector import AutoresetMode
 import podrl.envs
 from gym_tasks import make_masked_dict_task
 from podrl.envs import observations
-from podrl.envs.adapters import (DmEnvVectorEnv, EnvSpecMismatchError, GymnasiumVectorEnv, UnsupportedSpaceError,
-                                 check_host_env, convert_observation_spec, make_host_env)
+from podrl.envs.adapters import (
+    DmEnvVectorEnv,
+    EnvSpecMismatchError,
+    GymnasiumVectorEnv,
+    UnsupportedSpaceError,
+    check_host_env,
+    convert_observation_spec,
+    make_host_env,
+)
 from podrl.envs.wrappers import AutoReset
 
 

@@ -33,7 +33,7 @@ def readme_block(header: str) -> str:
 
 def readme_command(env_arg: str) -> list[str]:
     text = pages_text()
-    line = next(l for l in text.splitlines() if l.startswith("podrl ") and env_arg in l)
+    line = next(x for x in text.splitlines() if x.startswith("podrl ") and env_arg in x)
     return line.split()
 
 
@@ -59,5 +59,5 @@ def test_readme_user_env_trains_with_one_command(tmp_path, monkeypatch, module, 
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=280,
                             env={**os.environ, "PYTHONPATH": pythonpath})
     assert result.returncode == 0, result.stderr[-3000:]
-    records = [json.loads(l) for l in (tmp_path / "runs" / "r" / "metrics.jsonl").read_text().splitlines()]
+    records = [json.loads(x) for x in (tmp_path / "runs" / "r" / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["eval_return"] >= threshold, (initial, records[-1])  # the run trains seed 0

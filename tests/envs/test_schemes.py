@@ -79,7 +79,8 @@ def test_the_builders_build():
         make_host_env("brax:invertedpendulum", 1)
 
 
-@pytest.mark.parametrize("name", ["jax:CartPole-v1", "ale:Pong", "envpool:Pong-v5", "dm_env:pkg:f", "dmc:cartpole-swingup"])
+@pytest.mark.parametrize("name", ["jax:CartPole-v1", "ale:Pong", "envpool:Pong-v5", "dm_env:pkg:f",
+                                  "dmc:cartpole-swingup"])
 def test_anakin_refuses_a_host_scheme_naming_the_layout_that_takes_it(name):
     with pytest.raises(UnknownEnvError) as info:
         podrl.envs.make(name)

@@ -295,8 +295,8 @@ def test_step_batch_inside_shard_map_when_the_step_varies_over_fewer_axes_than_t
     from jax.sharding import PartitionSpec as P
 
     from podrl.core.mesh import data_mesh, local_devices
-    from podrl.envs.varying import vary_over
     from podrl.core.parallel import DATA_AXIS, match_varying
+    from podrl.envs.varying import vary_over
 
     env = wrap_for_training(ConstantObservation(terminate_at=3))
     keys = jax.random.split(jax.random.key(0), 4)

@@ -11,24 +11,18 @@ import numpy as np
 import pytest
 
 import podrl.envs
+from faulty_envs import NaNAfter
 from podrl.agents.ppo import PPOConfig
 from podrl.anakin import AnakinCompiled, NonFiniteError, train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.run.config import LoggingConfig
-from podrl.run.evaluation import evaluate_greedy
 from podrl.core.mesh import data_mesh
 from podrl.core.types import Agent
-from faulty_envs import NaNAfter
+from podrl.run.config import LoggingConfig
+from podrl.run.evaluation import evaluate_greedy
+from tiny_runs import quick_anakin as quick_config
 from untrained import anakin_initial_return
 
 QUIET = LoggingConfig(run_dir=None, console=False)
-
-
-def quick_config(**overrides) -> AnakinConfig:
-    """MatchSign: PPO learns it in a few updates; small enough for exact-equality tests."""
-    base = dict(env="MatchSign-v0", num_envs=8, rollout_length=16, total_steps=8 * 16 * 6,
-                updates_per_call=4, eval_every=0, eval_episodes=8, logging=QUIET)
-    return AnakinConfig(**{**base, **overrides})
 
 
 def params_of(result) -> list[np.ndarray]:

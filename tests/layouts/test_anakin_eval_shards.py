@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import podrl.envs
+from checkpoints import AGENT, tiny_anakin_run
 from podrl.anakin import train_anakin
 from podrl.core.keys import eval_keys, eval_seed, per_seed_keys
 from podrl.run.evaluation import evaluate_greedy
-from test_fault_matrix import AGENT, tiny_anakin_run
 
 
 @pytest.mark.timeout(300)

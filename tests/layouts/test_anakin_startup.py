@@ -19,7 +19,7 @@ from podrl.core.keys import eval_keys, per_seed_keys
 from podrl.core.mesh import data_mesh
 from podrl.run.evaluation import evaluate_greedy
 from podrl.run.stages import timed_run
-from test_anakin import quick_config
+from tiny_runs import quick_anakin as quick_config
 
 BACKGROUND = ("podrl-watchdog:compile", "podrl-watchdog:compile the evaluation")
 """The threads the ahead compiles run in (`podrl.run.watchdog.Begun`)."""

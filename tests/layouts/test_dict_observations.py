@@ -12,14 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from checkpoints import leaves, logs
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
 from podrl.anakin.config import AnakinConfig
-from podrl.cli.policy import evaluate_checkpoint
+from podrl.cli.evaluate import evaluate_checkpoint
 from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
-from test_checkpoint import leaves, logs
 from untrained import anakin_initial_return, sebulba_initial_return
 
 QUIET = LoggingConfig(run_dir=None, console=False, tensorboard=False)

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 from dm_env import specs
 
+from parity import sebulba_threads, tiny
 from podrl.agents.ppo import PPOConfig
 from podrl.core.keys import group_step_keys, update_keys
 from podrl.core.mesh import data_mesh
@@ -36,7 +37,6 @@ from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.rollout import ActorLink, ActorPolicy, ActorThread, make_act_step, warm_up
 from podrl.sebulba.stopping import StopSignal
 from podrl.sebulba.transport import ALIGNMENT, RolloutBuffer, learner_shardings
-from test_sebulba import sebulba_threads, tiny
 
 NUM_ACTIONS = 4
 

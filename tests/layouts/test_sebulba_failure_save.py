@@ -12,14 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from checkpoints import state_leaves
+from parity import sebulba_threads
 from podrl.agents.dqn import DQNConfig
 from podrl.run import driver
 from podrl.run.checkpoint import Checkpointer
 from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.sebulba.params import ParamsSource
-from test_fault_matrix import state_leaves
-from test_sebulba import sebulba_threads
 
 AGENT = DQNConfig(buffer_size=256, min_fill=32, batch_size=16, replay_ratio=1 / 16, hidden_sizes=(16,))
 """A replay agent (its replay is the donated `shard_state`) learning from its first update, 2 steps an update."""

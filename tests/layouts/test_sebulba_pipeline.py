@@ -6,16 +6,16 @@ R2D2's Ape-X epsilons, depends on it; across hosts: tests/system/test_multihost.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
+from multihost_worker import recording_columns
+from parity import sebulba_threads, tiny
 from podrl.agents.ppo import PPOConfig
 from podrl.sebulba import train_sebulba
 from podrl.sebulba.learner import LearnerStep
 from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.rollout import ActorPool
-from multihost_worker import recording_columns
-from test_sebulba import sebulba_threads, tiny
+
 
 @pytest.mark.timeout(240)
 def test_buffers_go_back_after_their_learner_step_and_groups_get_their_own_columns(monkeypatch, cpu_devices):

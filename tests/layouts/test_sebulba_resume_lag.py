@@ -10,10 +10,10 @@ import json
 
 import pytest
 
+from parity import sebulba_threads, tiny
 from podrl.agents.ppo import PPOConfig
 from podrl.run.config import CheckpointConfig
 from podrl.sebulba import train_sebulba
-from test_sebulba import sebulba_threads, tiny
 
 AGENT = PPOConfig(num_minibatches=2, hidden_sizes=(8,))
 

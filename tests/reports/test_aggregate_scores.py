@@ -1,4 +1,5 @@
-"""podrl.reports.aggregate (`podrl aggregate`): IQM, optimality gap and the stratified bootstrap (Agarwal et al. 2021)."""
+"""podrl.reports.aggregate (`podrl aggregate`): IQM, optimality gap and the stratified bootstrap (Agarwal et al.
+2021)."""
 
 import math
 
@@ -7,6 +8,7 @@ import pytest
 
 from podrl.reports import aggregate as agg
 from podrl.reports import report as reproduce_report
+from podrl.reports.reproduce import aggregate_main
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
@@ -87,17 +89,17 @@ def test_the_aggregate_command_pools_the_games_of_several_reports(tmp_path, caps
     b = write_report(tmp_path / "b", ["minatar-ppo", "--seeds", "2"],
                      [("gymnax:Freeway-MinAtar", [29.0, 29.0], [29.0, 29.0]),
                       ("gymnax:Asterix-MinAtar", [1.0], [1.0])])
-    assert agg.main([a, b]) == 0
+    assert aggregate_main([a, b]) == 0
     text = capsys.readouterr().out
     assert "2 seeds x 2 game(s) (gymnax:Breakout-MinAtar, gymnax:Freeway-MinAtar)" in text
     assert "| final return | 0.50 [0.50, 0.75] | 0.38 [0.25, 0.50] |" in text
     assert "| greedy eval | n/a" in text
 
-    assert agg.main([a, a]) == 2
+    assert aggregate_main([a, a]) == 2
     assert "share an env: gymnax:Breakout-MinAtar, gymnax:Breakout-MinAtar" in capsys.readouterr().err
     one = write_report(tmp_path / "one", ["minatar-ppo"], [("gymnax:Asterix-MinAtar", [1.0], [1.0])])
-    assert agg.main([one]) == 2
+    assert aggregate_main([one]) == 2
     assert "no env with more than one seed and a published return" in capsys.readouterr().err
     unknown = write_report(tmp_path / "unknown", ["no-such-preset"], [("gymnax:Asterix-MinAtar", [1.0], [1.0])])
-    assert agg.main([unknown]) == 2
+    assert aggregate_main([unknown]) == 2
     assert "names no preset" in capsys.readouterr().err

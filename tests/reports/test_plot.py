@@ -1,4 +1,5 @@
-"""podrl.reports.plot (`podrl plot`): synthetic run directories (single- and multi-seed) -> PNG files; the error case."""
+"""podrl.reports.plot (`podrl plot`): synthetic run directories (single- and multi-seed) -> PNG files; the error
+case."""
 
 import json
 import subprocess

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from checkpoints import anakin, leaves
 from podrl.agents.dqn import DQNConfig
 from podrl.anakin.setup import build
 from podrl.run.checkpoint import Checkpointer, RunCheckpoints
 from podrl.run.config import CheckpointConfig
-from test_checkpoint import anakin, leaves
 
 
 @pytest.mark.timeout(300)

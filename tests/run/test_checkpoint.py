@@ -13,36 +13,20 @@ import jax
 import numpy as np
 import pytest
 
-from podrl.agents.pqn import PQNConfig
-from podrl.agents.ppo import PPOConfig
-from podrl.envs.adapters.jax_host import JaxHostVectorEnv
-from podrl.anakin import train_anakin
-from podrl.run.checkpoint import Checkpointer, resume_dir
-from podrl.anakin.config import AnakinConfig
-from podrl.run.config import CheckpointConfig, LoggingConfig
-from podrl.core.errors import ConfigError
-from podrl.sebulba import SebulbaConfig, train_sebulba
+from checkpoints import anakin, leaves, logs
 from compile_spy import spy_compiles
+from podrl.agents.ppo import PPOConfig
+from podrl.agents.pqn import PQNConfig
+from podrl.anakin import train_anakin
+from podrl.core.errors import ConfigError
+from podrl.envs.adapters.jax_host import JaxHostVectorEnv
+from podrl.run.checkpoint import Checkpointer
+from podrl.run.checkpoint_folder import resume_dir
+from podrl.run.config import CheckpointConfig
+from podrl.sebulba import SebulbaConfig, train_sebulba
 from resume_twins import ConstantBandit
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def logs(tmp_path: Path, name: str) -> LoggingConfig:
-    return LoggingConfig(run_dir=str(tmp_path), run_name=name, console=False, tensorboard=False)
-
-
-def anakin(tmp_path: Path, name: str, **checkpoint) -> AnakinConfig:
-    return AnakinConfig(env="CartPole-v1", num_envs=8, rollout_length=16, total_steps=8 * 16 * 10,
-                        num_devices=2, updates_per_call=3, eval_every=0, eval_episodes=4,
-                        logging=logs(tmp_path, name), checkpoint=CheckpointConfig(**checkpoint))
-
-
-def leaves(tree) -> list[np.ndarray]:
-    def raw(x):
-        return jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x
-
-    return [np.asarray(raw(x)) for x in jax.tree.leaves(tree)]
 
 
 @pytest.mark.timeout(300)
@@ -207,7 +191,8 @@ def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path)
     directory = tmp_path / "ckpt"
     result = subprocess.run([sys.executable, "-c", KILL_DURING_SAVE, str(directory)], capture_output=True,
                             text=True, timeout=100, cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
+                            env={**os.environ,
+                                 "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
     assert result.returncode == -signal.SIGKILL, result.stdout + result.stderr[-2000:]
     assert "finished before the kill" not in result.stdout
     ckpt = Checkpointer(str(directory), read_only=True)

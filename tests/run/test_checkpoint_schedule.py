@@ -14,8 +14,8 @@ import pytest
 import podrl.envs
 from podrl.agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
-from podrl.run.checkpoint import Checkpointer
 from podrl.anakin.config import AnakinConfig
+from podrl.run.checkpoint import Checkpointer
 from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
 
@@ -52,7 +52,8 @@ def test_keep_rotates_out_all_but_the_newest_steps(tmp_path, cpu_devices):
     checkpointer = Checkpointer(directory, read_only=True)
     try:  # the oldest kept step still restores
         spec = podrl.envs.env_spec(podrl.envs.make("CartPole-v1"))
-        like = jax.vmap(lambda k: AGENT.make_agent(spec, 1).init(k, spec).params)(jax.random.split(jax.random.key(0), 1))
+        keys = jax.random.split(jax.random.key(0), 1)
+        like = jax.vmap(lambda k: AGENT.make_agent(spec, 1).init(k, spec).params)(keys)
         params = checkpointer.restore_params(like, UPDATES - 1)
     finally:
         checkpointer.close()

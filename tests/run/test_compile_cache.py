@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from podrl.run import compile_cache
 from podrl.core.errors import ConfigError
+from podrl.run import compile_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,11 +8,11 @@ import pytest
 
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.ppo import PPOConfig
-from podrl.run.checkpoint import config_differences
 from podrl.anakin.config import AnakinConfig
+from podrl.core.errors import ConfigError
 from podrl.run.config import CheckpointConfig
 from podrl.run.config_json import config_from_json, jsonable, resolved_config
-from podrl.core.errors import ConfigError
+from podrl.run.resume import config_differences
 from podrl.sebulba import SebulbaConfig
 
 

@@ -13,33 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from podrl.agents.ppo import PPOConfig
-from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from faulty_envs import NaNAfter, NaNWhenRepeated
 from podrl.anakin import train_anakin
-from podrl.anakin.config import AnakinConfig
+from podrl.core.errors import ConfigError, NonFiniteError
+from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.run.checkpoint import Checkpointer
 from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.run.driver import eval_due, reached_target
-from podrl.core.errors import ConfigError, NonFiniteError
-from podrl.sebulba import SebulbaConfig, train_sebulba
+from podrl.sebulba import train_sebulba
+from tiny_runs import AGENT, anakin, sebulba
 
 ROOT = Path(__file__).resolve().parents[2]
-QUIET = LoggingConfig(run_dir=None, console=False)
-AGENT = PPOConfig(num_minibatches=2)
-
-
-def anakin(**overrides) -> AnakinConfig:
-    base = dict(env="MatchSign-v0", num_envs=8, rollout_length=16, total_steps=8 * 16 * 12, num_devices=2,
-                updates_per_call=4, eval_every=0, eval_episodes=8, logging=QUIET)
-    return AnakinConfig(**{**base, **overrides})
-
-
-def sebulba(**overrides) -> SebulbaConfig:
-    base = dict(env="jax:MatchSign-v0", envs_per_thread=4, rollout_length=8, total_steps=4 * 8 * 8,
-                actor_devices=(0,), learner_devices=(1, 2), log_every=2, eval_episodes=4, timeout_s=20.0,
-                logging=QUIET)
-    return SebulbaConfig(**{**base, **overrides})
 
 
 def evaluated_at(history) -> list[int]:

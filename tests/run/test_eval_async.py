@@ -11,15 +11,15 @@ import threading
 import numpy as np
 import pytest
 
-from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from faulty_envs import NaNWhenRepeated
 from podrl.anakin import train_anakin
-from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.core.errors import ConfigError, NonFiniteError
+from podrl.envs.adapters.jax_host import JaxHostVectorEnv
+from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.run.eval_worker import EvalWorker
-from podrl.sebulba import train_sebulba
 from podrl.run.watchdog import StageTimeout
-from test_driver import AGENT, anakin, sebulba
+from podrl.sebulba import train_sebulba
+from tiny_runs import AGENT, anakin, sebulba
 
 
 def evals(history) -> list[tuple[int, int, list[float]]]:

@@ -24,39 +24,32 @@ import pytest
 from dm_env import specs
 
 import podrl.envs
+from checkpoints import AGENT, state_leaves, tiny_anakin_run
+from faulty_envs import NaNAfter
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.ppo import PPOConfig
 from podrl.agents.pqn import PQNConfig
-from podrl.envs.adapters.jax_host import JaxHostVectorEnv
-from podrl.envs.adapters.specs import EnvSpecMismatchError, check_host_env
 from podrl.anakin import train_anakin
-from podrl.run.checkpoint import CheckpointError, Checkpointer
 from podrl.anakin.config import AnakinConfig
-from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.core.distributed import DistributedConfig
 from podrl.core.errors import ConfigError, NonFiniteError
+from podrl.envs.adapters.jax_host import JaxHostVectorEnv
+from podrl.envs.adapters.specs import EnvSpecMismatchError, check_host_env
+from podrl.run.checkpoint import Checkpointer, CheckpointError
+from podrl.run.config import CheckpointConfig, LoggingConfig
 from podrl.sebulba import SebulbaConfig, train_sebulba
-from podrl.sebulba.train import JOIN_GRACE_S
-from faulty_envs import NaNAfter
+from podrl.sebulba.rollout import JOIN_GRACE_S
 from untrained import sebulba_initial_params
 
 # orbax leaves un-awaited read coroutines behind when a corrupted checkpoint fails to restore
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 QUIET = LoggingConfig(run_dir=None, console=False)
-AGENT = PPOConfig(num_minibatches=2)
 
 
 def logged(run_dir) -> LoggingConfig:
     return LoggingConfig(run_dir=str(run_dir), run_name="r", console=False, tensorboard=False)
-
-
-def tiny_anakin_run(run_dir: str | None) -> AnakinConfig:
-    """The run test_evaluate.py trains too (keep them identical: one compile per test session)."""
-    return AnakinConfig(env="CartPole-v1", num_seeds=2, num_envs=8, rollout_length=16, total_steps=8 * 16 * 3,
-                        num_devices=2, updates_per_call=2, eval_every=0, eval_episodes=2,
-                        logging=LoggingConfig(run_dir=run_dir, run_name="r", console=False, tensorboard=False))
 
 
 def tiny_sebulba(**overrides) -> SebulbaConfig:
@@ -146,8 +139,6 @@ class FaultyHostEnv(JaxHostVectorEnv):
         if self.mode == "obs_dtype":
             ts = ts._replace(observation=ts.observation.astype(np.float64))
         return ts
-
-
 
 
 class NoStepEnv:
@@ -437,10 +428,6 @@ def failing_sebulba_run(run_dir, k: int, threads: int = 1) -> Checkpointer:
         train_sebulba(tiny_sebulba(logging=logged(run_dir), threads_per_actor_device=threads), AGENT,
                       env_factory=factory)
     return Checkpointer(str(run_dir / "r" / "checkpoints"), read_only=True)
-
-
-def state_leaves(tree) -> list[np.ndarray]:
-    return [np.asarray(x) for x in jax.tree.leaves(tree)]
 
 
 @pytest.mark.timeout(180)

@@ -13,10 +13,10 @@ from podrl.cli.experiment import Experiment
 from podrl.cli.flags import BOXES, nested_configs, run_boxes
 from podrl.core.errors import ConfigError
 from podrl.envs.schemes import help_text
-from podrl.run.checkpoint import check_resumable, config_differences
 from podrl.run.config import CheckpointConfig, LoggingConfig, RunConfig
 from podrl.run.config_json import resolved_config
 from podrl.run.options import MAY_CHANGE, MUST_MATCH, help_of, may_change_on_resume, option, option_of
+from podrl.run.resume import check_resumable, config_differences
 from podrl.sebulba import SebulbaConfig
 
 SHARED = {"total_steps", "eval_every", "eval_episodes", "eval_max_steps", "eval_async", "stop_at_return",

@@ -28,7 +28,8 @@ def test_profile_writes_a_trace_of_a_training_call(tmp_path, script, flags, call
 
 def test_profile_summary_names_the_loops_by_source_line(tmp_path):
     trace = tmp_path / "trace"
-    done = subprocess.run([sys.executable, "scripts/train_anakin.py", "--total-steps", "4096", "--updates-per-call", "2",
+    done = subprocess.run([sys.executable, "scripts/train_anakin.py", "--total-steps", "4096",
+                           "--updates-per-call", "2",
                            "--num-envs", "4", "--rollout-length", "64", "--num-devices", "1", "--profile", str(trace),
                            "--logging.run-dir", "None", "--eval-episodes", "1"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)

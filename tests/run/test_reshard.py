@@ -10,15 +10,14 @@ import dataclasses
 import numpy as np
 import pytest
 
+from checkpoints import anakin
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.replay import ReplayBuffer, redistribute, refill
 from podrl.anakin import train_anakin
 from podrl.anakin.program import AnakinProgram
 from podrl.anakin.setup import build
-from podrl.run.config import CheckpointConfig
 from podrl.run.context import RunContext
 from pods import records
-from test_checkpoint import anakin
 
 
 def buffers(sizes: list[int], positions: list[int], capacity: int = 8) -> ReplayBuffer:

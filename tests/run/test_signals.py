@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from podrl.run.checkpoint import Checkpointer, resume_dir
+from podrl.run.checkpoint import Checkpointer
+from podrl.run.checkpoint_folder import resume_dir
 from resume_twins import assert_same_saved_state
 
 ROOT = Path(__file__).resolve().parents[2]

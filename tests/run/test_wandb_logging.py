@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from podrl.run.config import LoggingConfig
 from podrl.core.errors import ConfigError
+from podrl.run.config import LoggingConfig
 from podrl.run.logging import RunLogger
 
 BLOCK = 32 * 1024  # the .wandb file is a LevelDB-style log: 32 KiB blocks of (crc, length, type) records

@@ -63,3 +63,34 @@ def test_planted_violations_are_each_reported_with_file_and_line(tmp_path):
         "podrl/reports/plot.py:2", "podrl/reports/report.py:1", "podrl/run/logging.py:1", "podrl/testing/shards.py:2",
     }, result.stdout
     assert "15 import rule violation(s)" in result.stdout
+
+
+def test_a_circle_is_refused_naming_its_modules_even_through_a_lazy_import(tmp_path):
+    plant(tmp_path, {
+        "podrl/cli/experiment.py": "def resolve():\n    from podrl.cli.flags import parse\n",  # lazy: still counts
+        "podrl/cli/flags.py": "from podrl.cli.experiment import Experiment\n",
+        "podrl/run/control.py": "from podrl.run import preemption\n",
+        "podrl/run/preemption.py": "from podrl.run.logging import log\n",
+        "podrl/run/logging.py": "import podrl.run.control\n",  # a way round three modules
+        # no circle: a package face importing its own modules, which import each other by `from package import`
+        "podrl/core/__init__.py": "from podrl.core.types import Agent\n",
+        "podrl/core/types.py": "from podrl.core import errors\n",
+        "podrl/core/errors.py": "",
+    })
+    result = run_check(str(tmp_path))
+    assert result.returncode == 1, result.stdout + result.stderr
+    circles = sorted(line.split(" (")[0] for line in result.stdout.splitlines() if line.startswith("circle: "))
+    assert circles == [
+        "circle: podrl.cli.experiment -> podrl.cli.flags -> podrl.cli.experiment",
+        "circle: podrl.run.control -> podrl.run.preemption -> podrl.run.logging -> podrl.run.control",
+    ], result.stdout
+    assert "0 import rule violation(s), 2 circle(s)" in result.stdout
+
+
+def test_breaking_the_circle_passes(tmp_path):
+    plant(tmp_path, {
+        "podrl/cli/experiment.py": "x = 1\n",
+        "podrl/cli/flags.py": "from podrl.cli.experiment import x\n\n\ndef resolve():\n    return x\n",
+    })
+    result = run_check(str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -15,8 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 from tools import check_readme  # noqa: E402
 
-
-INSTALL_AND_TRAIN = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && python scripts/train_anakin.py"
+INSTALL_AND_TRAIN = ("python3 -m venv .venv && . .venv/bin/activate && pip install -e . "
+                     "&& python scripts/train_anakin.py")
 INSTALL_AND_TEST = 'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[dev]" && python -m pytest -q'
 
 

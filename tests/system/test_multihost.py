@@ -194,7 +194,8 @@ def readme_launch_commands() -> dict[str, list[str]]:
     training subcommand they launch (`... -- podrl anakin ...`); the supervisor demo (`--supervise`) has
     its own test (tests/system/test_preemption.py)."""
     text = "\n".join(page.read_text() for page in doc_paths()).replace("\\\n", " ")
-    lines = [line.split() for line in text.splitlines() if line.startswith("podrl launch ") and "--supervise" not in line]
+    lines = [line.split() for line in text.splitlines()
+             if line.startswith("podrl launch ") and "--supervise" not in line]
     return {words[words.index("--") + 2]: words for words in lines}
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from pods import PODRL, Pod, alive, records, run_pod
 from podrl.run.checkpoint import Checkpointer
+from pods import PODRL, Pod, alive, records, run_pod
 
 TOTAL_UPDATES = 60  # 3x the most updates measured before the stop (6-18), small enough to finish soon
 PER_UPDATE = {"anakin": 8 * 16, "sebulba": 4 * 16}  # env steps of one update (Anakin: per seed; Sebulba: per process)

@@ -20,8 +20,7 @@ from podrl.agents.r2d2 import R2D2Config
 from podrl.agents.r2d2 import agent as r2d2_agent
 from podrl.agents.r2d2.losses import Step
 from podrl.core.mesh import data_mesh
-from test_muzero_update import numpy_inverse_h
-from test_value_rescaling import numpy_h
+from references import numpy_h, numpy_inverse_h
 
 R2D2_SPEC = podrl.envs.env_spec(podrl.envs.make("RecallCue-v0"))  # observations [3], 2 actions
 T, B, ROLLOUTS = 8, 3, 2
