@@ -254,6 +254,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/layouts/test_action_masks.py::"
          "test_anakin_evaluation_counts_each_members_episodes_without_a_legal_action",),
         "Anakin's evaluation program losing the count of episodes without a legal action"),
+    Mutation(
+        "evaluate-command-ignores-no-legal", "podrl/cli/evaluate.py",
+        "                     np.sum(result.no_legal), evaluated.name)",
+        "                     0, evaluated.name)",
+        ("tests/layouts/test_action_masks.py::"
+         "test_podrl_evaluate_plays_only_legal_actions_and_names_an_env_without_one",),
+        "podrl evaluate reporting returns of episodes that acted without a legal action"),
     # ---------------------------------------------------------------- runs that survive preemption (issue 38)
     Mutation(
         "pod-stop-is-local", "podrl/run/context.py",

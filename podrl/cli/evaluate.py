@@ -48,6 +48,8 @@ from podrl.cli.policy import (
 )
 from podrl.cli.train import debug_requested
 from podrl.cli.video import try_video
+from podrl.core.errors import UserInputError
+from podrl.core.finite import check_evaluation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +98,9 @@ def evaluate_checkpoint(checkpoint: str, step: int | None = None, env: str | Non
         checkpointer.close()
     max_steps = max_steps or int(run.get("eval_max_steps") or 1000)
     result = run_episodes(agent, params, evaluated, episodes, seed, max_steps)
+    # a NaN/Inf reward or observation, or an observation without a legal action: the env's fault, said as in training
+    check_evaluation(np.sum(result.bad_reward), np.sum(result.bad_observation), episodes, step,
+                     np.sum(result.no_legal), evaluated.name)
     returns = np.asarray(result.returns, np.float64)
     summary = {
         "checkpoint": checkpointer.directory, "step": step, "layout": layout, "env": evaluated.name,
@@ -130,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_orbax()
     try:
         summary = evaluate(args)
-    except PolicyError as e:
+    except (PolicyError, UserInputError) as e:  # UserInputError: the env's NaN or no legal action
         if debug:
             traceback.print_exception(e)
         print(f"error: {e}" + ("" if debug else "\n(add --debug or set PODRL_DEBUG=1 for the traceback)"),

@@ -145,3 +145,22 @@ def test_anakin_evaluation_counts_each_members_episodes_without_a_legal_action(c
             program.init().train_state.params, 5)
         np.testing.assert_array_equal(no_legal, [expected, expected])
         np.testing.assert_array_equal(bad_reward + bad_observation, 0)
+
+
+@pytest.mark.timeout(300)
+def test_podrl_evaluate_plays_only_legal_actions_and_names_an_env_without_one(tmp_path, cpu_devices):
+    """`podrl evaluate` on a MaskedCue checkpoint: every greedy episode lasts its 16 steps (no illegal action
+    ended one); the same checkpoint on DeadEndCue (same spec, no legal action from step 4) is NoLegalActionError
+    naming that env, and the command exits 2 with the sentence."""
+    from checkpoints import logs
+    from podrl.cli.evaluate import evaluate_checkpoint, main
+
+    config = AnakinConfig(env="MaskedCue-v0", num_envs=ENVS, rollout_length=STEPS, total_steps=ENVS * STEPS,
+                          num_devices=1, eval_episodes=0, logging=logs(tmp_path, "run"))
+    train_anakin(config, AGENTS["ppo"])
+    summary = evaluate_checkpoint(str(tmp_path / "run"), episodes=6, max_steps=2 * LENGTH)
+    assert summary["finished"] == 6 and summary["env"] == "MaskedCue-v0"
+    with pytest.raises(NoLegalActionError, match=r"env test_action_masks:DeadEndCue .* in 6 of 6 episode"):
+        evaluate_checkpoint(str(tmp_path / "run"), env="test_action_masks:DeadEndCue", episodes=6,
+                            max_steps=2 * LENGTH)
+    assert main([str(tmp_path / "run"), "--env", "test_action_masks:DeadEndCue", "--episodes", "2"]) == 2
