@@ -141,7 +141,8 @@ def test_help_groups_the_flags_and_speaks_of_its_layout(tmp_path):
 
     assert choices(sebulba) == ["None", "atari-ppo", "atari-impala", "atari-r2d2", "mujoco-sac", "mujoco-td3"]
     assert choices(anakin) == ["None", "cartpole-ppo", "minatar-ppo", "minatar-impala", "minatar-pqn", "minatar-muzero",
-                               "minatar-muzero-stoix", "minatar-r2d2", "minatar-dqn", "memory-ppo-lstm", "brax-ppo"]
+                               "minatar-muzero-stoix", "minatar-r2d2", "minatar-dqn", "memory-ppo-lstm", "jumanji-ppo",
+                               "jumanji-pqn", "xminigrid-ppo", "brax-ppo"]
     assert "(default: )" not in anakin and "(default: )" not in sebulba
     console = sebulba.split("--logging.console, --logging.no-console")[1][:80]
     assert "--log-every" in console and "compiled call" not in console, console
