@@ -20,6 +20,9 @@ load from elsewhere hits both; medians over --repeats):
                evaluated after each of 8 training calls: return against env steps and against
                training seconds (the `curve` of each side; `--curves`). Round r runs seed r on both
                sides, so the curves are medians over seeds (--repeats 3: seeds 0, 1, 2).
+  <row>-samejax  sebulba, minatar-ppo and minatar-pqn with the peer's same program in a venv on podrl's
+               own jax and jaxlib (registry `stoix-samejax`, `purejaxrl-samejax`, `purejaxql-samejax`):
+               no jax-version control, its cells say "same jax: no control".
 
 Columns: run-only steps/s; compile s (podrl: its program's; Stoix: not separable, its first
 update); time to result (process start to the final return printed); final return; podrl /
@@ -39,6 +42,7 @@ side is benchmarks.peer_programs_podrl:
     python -m benchmarks.peer_programs --setup-peer all       # venvs; prints how to get each source
     python -m benchmarks.peer_programs --repeats 2 --out peer_programs.json
     python -m benchmarks.peer_programs --rows sebulba --repeats 2
+    python -m benchmarks.peer_programs --rows minatar-ppo-samejax minatar-pqn-samejax sebulba-samejax --repeats 2
     python -m benchmarks.peer_programs --quick                # smoke test: tiny budgets
 
 Without a peer's venv or source its cells say "not measured" (and why); podrl's are measured.
@@ -47,6 +51,7 @@ Without a peer's venv or source its cells say "not measured" (and why); podrl's 
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import json
 import sys
 from pathlib import Path
@@ -72,7 +77,7 @@ from benchmarks.harness import (
 from benchmarks.peers.registry import PEERS, add_peer_flags, run_driver, run_peer, setup_peers
 
 MODULE = "benchmarks.peer_programs"
-PROGRAM_PEERS = ("purejaxql", "purejaxrl", "stoix")
+PROGRAM_PEERS = ("purejaxql", "purejaxrl", "stoix", "purejaxql-samejax", "purejaxrl-samejax", "stoix-samejax")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,6 +153,17 @@ ROWS = {
          "search without noise; both 32 episodes after each call"),
         seed_per_round=True),
 }
+SAME_JAX_PEERS = {"minatar-ppo": "purejaxrl-samejax", "minatar-pqn": "purejaxql-samejax", "sebulba": "stoix-samejax"}
+"""The rows whose peer program also runs on podrl's jax (its `-samejax` venv; docs/benchmarks.md says which not)."""
+
+
+def same_jax_row(row: Row, peer: str) -> Row:
+    """`row` with its peer program run by `peer`, a venv on podrl's own jax and jaxlib: no jax-version control."""
+    return dataclasses.replace(row, name=f"{row.name}-samejax", peer=peer, differences=(
+        *row.differences, f"jax: both sides on podrl's jax ({peer} venv), so no jax-version control"))
+
+
+ROWS.update({f"{name}-samejax": same_jax_row(ROWS[name], peer) for name, peer in SAME_JAX_PEERS.items()})
 
 
 def quick(row: Row) -> Row:
@@ -157,7 +173,7 @@ def quick(row: Row) -> Row:
         peer["updates"] = ours["updates"] = 3
         peer["eval_episodes"] = ours["eval_episodes"] = 2
     else:
-        per_update = {"minatar-ppo": 8192, "minatar-muzero": 2048}.get(row.name, 4096)
+        per_update = {"minatar-ppo": 8192, "minatar-muzero": 2048}.get(row.podrl_spec["kind"], 4096)
         peer["total_timesteps"] = ours["total_steps"] = per_update
         peer["eval_episodes"] = ours["eval_episodes"] = 2
         if "evaluations" in peer:
@@ -178,8 +194,10 @@ def run_control(kernel: str, python: Path, args) -> dict[str, Any]:
 
 def sides(row: Row) -> tuple[str, ...]:
     """What one round of `row` runs, in order: peer, podrl (and its ceiling), the control in each venv (and the
-    actor control in each venv, where the row has one)."""
+    actor control in each venv, where the row has one); no control where the peer's venv has podrl's jax."""
     ceiling = ("ceiling",) if row.podrl_spec["kind"] == "sebulba" else ()
+    if PEERS[row.peer].same_jax:
+        return ("peer", "podrl", *ceiling)
     actor = ("actor_control_peer", "actor_control_podrl") if row.actor_kernel else ()
     return ("peer", "podrl", *ceiling, "control_peer", "control_podrl", *actor)
 
@@ -205,7 +223,7 @@ def summarize(row: Row, runs: dict[str, list]) -> dict[str, Any]:
     """Medians per side, the ratios and the control."""
     entry: dict[str, Any] = {"name": row.name, "peer_name": row.peer, "peer_commit": PEERS[row.peer].commit,
                              "peer_spec": row.peer_spec, "podrl_spec": row.podrl_spec, "kernel": row.kernel,
-                             "actor_kernel": row.actor_kernel,
+                             "actor_kernel": row.actor_kernel, "same_jax": PEERS[row.peer].same_jax,
                              "differences": list(row.differences)}
     for side, side_runs in runs.items():
         keys = ("steps_per_second", "compile_seconds", "wall_seconds", "final_return", "us_per_update",
@@ -217,9 +235,11 @@ def summarize(row: Row, runs: dict[str, list]) -> dict[str, Any]:
     ours, peer = entry["podrl"], entry["peer"]
     entry["steps_ratio"] = ratio(ours["steps_per_second"], peer["steps_per_second"])
     entry["time_to_result_ratio"] = ratio(ours["wall_seconds"], peer["wall_seconds"])
-    entry["control"] = ratio(entry["control_peer"]["us_per_update"], entry["control_podrl"]["us_per_update"])
-    entry["framework_ratio"] = ratio(entry["steps_ratio"], entry["control"])
-    if row.actor_kernel:  # peer us / podrl us per actor step (act on the row's batch + host copy)
+    entry["control"] = entry["framework_ratio"] = None  # a same-jax row has none: its steps ratio is the framework's
+    if not entry["same_jax"]:
+        entry["control"] = ratio(entry["control_peer"]["us_per_update"], entry["control_podrl"]["us_per_update"])
+        entry["framework_ratio"] = ratio(entry["steps_ratio"], entry["control"])
+    if row.actor_kernel and not entry["same_jax"]:  # peer us / podrl us per actor step (act + host copy)
         entry["actor_control"] = ratio(entry["actor_control_peer"]["us_per_step"],
                                        entry["actor_control_podrl"]["us_per_step"])
     if "ceiling" in entry and entry["ceiling"]["measured"] and ours["measured"]:
@@ -263,19 +283,22 @@ def side_cells(e: dict[str, Any], side: str) -> list[str]:
         return [e["name"], label, f"not measured ({why})", "", "", "", "", ""]
     extra = ""
     if side == "podrl" and e["steps_ratio"] is not None:
-        extra = (f"{e['steps_ratio']:.2f}x steps/s, {e['time_to_result_ratio']:.2f}x time; control "
-                 f"{fmt(e['control'], '.2f')}x, framework {fmt(e['framework_ratio'], '.2f')}x")
-    if side == "podrl" and e.get("actor_kernel"):
+        extra = f"{e['steps_ratio']:.2f}x steps/s, {e['time_to_result_ratio']:.2f}x time; " + (
+            "same jax: no control" if e["same_jax"] else
+            f"control {fmt(e['control'], '.2f')}x, framework {fmt(e['framework_ratio'], '.2f')}x")
+    if side == "podrl" and e.get("actor_kernel") and not e["same_jax"]:
         peer_us, podrl_us = e["actor_control_peer"]["us_per_step"], e["actor_control_podrl"]["us_per_step"]
         extra += (f"; actor control {fmt(e['actor_control'], '.2f')}x ({fmt(peer_us, ',.0f')}"
                   f" / {fmt(podrl_us, ',.0f')} us/step)")
     if side == "podrl" and "fraction_of_ceiling" in e:
         extra += f"; {e['fraction_of_ceiling']:.0%} of env-only {e['ceiling']['steps_per_second']:,.0f}"
-    control = e["control_peer" if side == "peer" else "control_podrl"]
+    podrl_jax = importlib.metadata.version("jax") if side == "podrl" else None  # a same-jax row has no control run
+    control = e.get("control_peer" if side == "peer" else "control_podrl", {"jax_version": podrl_jax})
+    control_cell = "same jax: no control" if e["same_jax"] else fmt(control["us_per_update"], ",.0f")
     compile_s = s["compile_seconds"] if s["compile_seconds"] is not None else s["first_update_s"]
     return [e["name"], f"{label} (jax {s['jax_version'] or control['jax_version'] or '?'})",
             fmt(s["steps_per_second"], ",.0f"), fmt(compile_s, ".1f"), fmt(s["wall_seconds"], ".1f"),
-            fmt(s["final_return"], ".1f"), fmt(control["us_per_update"], ",.0f"), extra]
+            fmt(s["final_return"], ".1f"), control_cell, extra]
 
 
 def markdown(entries: list[dict[str, Any]]) -> str:
@@ -294,7 +317,9 @@ def markdown(entries: list[dict[str, Any]]) -> str:
                "in the peer's venv / in podrl's (> 1: podrl's jax alone is faster); framework = steps ratio / control. "
                "actor control = the same actor step (the row's act on its 16 observations, one jitted call, and the "
                "host copy of its outputs) in the peer's venv / in podrl's, each venv's jax with its default dispatch. "
-               f"Stoix's compile cell is its first update's end (process-relative).{load_note(loads)}")
+               "A `-samejax` row runs the same peer program in a venv on podrl's own jax and jaxlib: no control, the "
+               "steps ratio is the framework's. Stoix's compile cell is its first update's end (process-relative)."
+               f"{load_note(loads)}")
     return "\n".join([text] + notes + ["", caption])
 
 

@@ -8,7 +8,7 @@ peer published as a package (rejax) is one of its venv's pins. `setup(peer)` bui
 has them; `same_jax`: podrl's own jax and jaxlib versions too) and says whether the source tree is
 in place. Every peer benchmark takes the same flags for them (`add_peer_flags`):
 
-    python -m benchmarks.peer_programs --setup-peer all   # or stoix, purejaxrl, purejaxql
+    python -m benchmarks.peer_programs --setup-peer all   # or stoix, purejaxrl, purejaxql, <peer>-samejax
     python -m benchmarks.peer_ppo --setup-peer            # rejax 0.1.3 (benchmarks.peer_sac's too)
 """
 
@@ -43,12 +43,13 @@ class Peer:
     commit: str | None = None  # the commit measured
     entry: str | None = None  # the peer's file the driver imports, relative to its source root
     same_jax: bool = False  # its venv also pins podrl's own jax and jaxlib versions
+    src_name: str | None = None  # its source tree's folder, where it shares another peer's (default: name)
 
     def python(self, venv_root: Path = VENV_ROOT) -> Path:
         return venv_root / self.name / "bin" / "python"
 
     def source(self, src_root: Path = SRC_ROOT) -> Path:
-        return src_root / self.name
+        return src_root / (self.src_name or self.name)
 
     def how_to_get_source(self, src_root: Path = SRC_ROOT) -> str:
         dest = self.source(src_root)
@@ -62,6 +63,12 @@ class Peer:
 
 
 REJAX = "rejax-0.1.3"
+SAME_JAX_NOTE = ("podrl's own jax and jaxlib; the libraries around it at the versions that run on that jax (flax 0.12, "
+                 "optax 0.2.8, chex 0.1.92, distrax 0.1.9), gymnax 0.0.9 as the cross-version venv")
+STOIX_SAME_JAX = ("flax==0.12.8", "chex==0.1.92", "optax==0.2.8", "distrax==0.1.9", "rlax==0.1.9", "stoa-env==0.1.2",
+                  "envpool==1.2.5", "orbax-checkpoint==0.12.8", "neptune==1.13.0", "wandb==0.19.8",
+                  "tensorboard-logger==0.1.0", "hydra-core==1.3.2", "gymnasium==1.1.1", "flashbax==0.1.3",
+                  "protobuf==3.20.3", "colorama", "rich", "pandas", "etils", "gymnax==0.0.9", "mctx")
 PEERS = {p.name: p for p in (
     Peer("stoix", ("jax==0.5.3", "jaxlib==0.5.3", "flax==0.10.5", "chex==0.1.89", "optax==0.2.4", "distrax==0.1.5",
                    "rlax==0.1.6", "tensorflow-probability==0.25.0", "stoa-env==0.1.2", "envpool==1.2.5",
@@ -81,6 +88,19 @@ PEERS = {p.name: p for p in (
                        "gymnax==0.0.9", "hydra-core==1.3.2", "omegaconf", "wandb==0.19.8"),
          "pyproject pins jax>=0.4.16,<=0.4.38",
          "https://github.com/mttga/purejaxql", "47af6d7b35c89ddfe633aaf7341bdb8964cb7cce", "purejaxql/pqn_minatar.py"),
+    # The same programs on podrl's jax (benchmarks.peer_programs' `-samejax` rows, no jax-version control):
+    # the same source trees and commits, run by the same drivers.
+    Peer("purejaxrl-samejax", ("flax==0.12.8", "optax==0.2.8", "chex==0.1.92", "distrax==0.1.9", "gymnax==0.0.9"),
+         SAME_JAX_NOTE, "https://github.com/luchris429/purejaxrl", "31756b197773a52db763fdbe6d635e4b46522a73",
+         "purejaxrl/ppo.py", same_jax=True, src_name="purejaxrl"),
+    Peer("purejaxql-samejax", ("flax==0.12.8", "optax==0.2.8", "chex==0.1.92", "gymnax==0.0.9", "hydra-core==1.3.2",
+                               "omegaconf", "wandb==0.19.8"),
+         SAME_JAX_NOTE, "https://github.com/mttga/purejaxql", "47af6d7b35c89ddfe633aaf7341bdb8964cb7cce",
+         "purejaxql/pqn_minatar.py", same_jax=True, src_name="purejaxql"),
+    Peer("stoix-samejax", STOIX_SAME_JAX, SAME_JAX_NOTE + "; Stoix's driver stands in for two jax 0.10 changes "
+         "(benchmarks/peers/stoix_sebulba_ppo.py)", "https://github.com/EdanToledo/Stoix",
+         "8fff19c94a478c1e1ff75fbf10396d488aa25d70", "stoix/systems/ppo/sebulba/ff_ppo.py", same_jax=True,
+         src_name="stoix"),
     Peer(REJAX, ("rejax==0.1.3", "gymnax==0.0.9"),
          "rejax 0.1.3 needs gymnax 0.0.9, which conflicts with podrl's gymnax; podrl's own jax and jaxlib",
          same_jax=True),

@@ -6,7 +6,17 @@ Stoix's own hydra config `default/sebulba/default_ff_ppo` with the overrides bel
 its `stoix.systems.ppo.sebulba.ff_ppo.run_experiment` unchanged on 2 CPU JAX devices (actor
 device 0, learner device 1). The only thing added is a clock: Stoix's learner step is wrapped
 so that each update's end is stamped after `jax.block_until_ready` of its output (podrl's
-learner fetches its metrics every update, the same sync). Prints one `BENCH_RESULT {json}`
+learner fetches its metrics every update, the same sync). On podrl's jax (the `stoix-samejax`
+venv: jax 0.10, flax 0.12) three library names are stood in for, none of Stoix's code, each only
+where the installed library lacks it or gets it wrong:
+
+  - flax's `unreplicate` takes the output of a pmap over one device (this row's one learner) for
+    a fully replicated array and returns it with its replica axis, so Stoix's actor fails
+    (`ScopeParamShapeError`: kernel (4, 64) expected, (1, 4, 64) received): `one_device_unreplicate`;
+  - `jax.device_put_sharded` (its actor) and `jax.tree_map` (its evaluator), removed in jax 0.10
+    (`AttributeError`): `removed_jax_names` puts them back.
+
+Prints one `BENCH_RESULT {json}`
 (benchmarks.peers.driver):
 
   steps_per_second   env steps of updates 2..N / seconds from the end of update 1 to the end of N
@@ -52,10 +62,45 @@ def overrides(spec: dict) -> list[str]:
     ]
 
 
+def one_device_unreplicate() -> None:
+    """Where flax's `unreplicate` keeps the replica axis of an array sharded over one device (flax 0.12 on
+    jax >= 0.8), replaces it with one that returns replica 0 of such an array (flax's for every other)."""
+    import flax.jax_utils
+    import jax
+
+    flax_unreplicate = flax.jax_utils.unreplicate
+    probe = flax.jax_utils.replicate(jax.numpy.zeros(2), devices=jax.devices()[:1])  # [1, 2]
+    if flax_unreplicate(probe).shape == (2,):
+        return
+
+    def one(x):
+        one_device = isinstance(x, jax.Array) and x.ndim and len(x.sharding.device_set) == 1
+        return x.addressable_shards[0].data[0] if one_device else flax_unreplicate(x)
+
+    flax.jax_utils.unreplicate = lambda tree: jax.tree_util.tree_map(one, tree)
+
+
+def removed_jax_names() -> None:
+    """Puts back the two names Stoix calls that jax 0.10 no longer exports, where they are gone:
+    `jax.device_put_sharded` (its actor; jax's own implementation, still in `jax._src.api`) and `jax.tree_map`
+    (its evaluator; the alias of `jax.tree_util.tree_map` it was)."""
+    import jax
+    from jax._src import api
+
+    for name, value in (("device_put_sharded", api.device_put_sharded), ("tree_map", jax.tree_util.tree_map)):
+        try:
+            getattr(jax, name)
+        except AttributeError:  # a removed name raises it (jax's deprecation module getattr)
+            setattr(jax, name, value)
+
+
 def measure(spec: dict) -> dict:
     """Runs Stoix's Sebulba PPO once on `spec` (see `overrides`); its clocked steps/s and final return."""
     src = stoix_source.enter(spec)
     import jax
+
+    one_device_unreplicate()  # before Stoix imports it by name
+    removed_jax_names()
     from stoix.systems.ppo.sebulba import ff_ppo
 
     stamps: list[float] = []

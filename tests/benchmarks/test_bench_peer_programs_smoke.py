@@ -4,6 +4,7 @@ No timing is asserted: only that each side that can run ran, and that a missing 
 reported as "not measured" with the way to get it, never as a number.
 """
 
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -78,3 +79,48 @@ def test_the_actor_control_times_steps_in_this_venv():
     assert actor["us_per_step"] > 0 and "us_per_update" not in actor and actor["steps"] == 20
     update = measure_spec({"kernel": "mlp64", "steps": 2, "repeats": 1})
     assert update["us_per_update"] > 0 and "us_per_step" not in update
+
+
+def test_a_same_jax_row_runs_no_control_and_says_so():
+    """A `-samejax` row: the same peer program and podrl spec, the peer's same_jax venv, no control sides,
+    and its table cells say "same jax: no control" instead of a control figure."""
+    from benchmarks import peer_programs as pp
+
+    row = pp.ROWS["sebulba-samejax"]
+    assert registry.PEERS[row.peer].same_jax and row.peer_spec == pp.ROWS["sebulba"].peer_spec
+    assert registry.PEERS[row.peer].source() == registry.PEERS["stoix"].source()  # Stoix's own tree
+    assert pp.sides(row) == ("peer", "podrl", "ceiling")
+    assert "control_peer" in pp.sides(pp.ROWS["sebulba"])
+    assert pp.quick(pp.ROWS["minatar-ppo-samejax"]).peer_spec["total_timesteps"] == 8192  # one PPO update
+    run = {"steps_per_second": 200.0, "wall_seconds": 10.0, "final_return": 20.0, "jax_version": "0.10.2"}
+    entry = pp.summarize(row, {"peer": [run], "podrl": [{**run, "steps_per_second": 300.0}],
+                               "ceiling": [{"steps_per_second": 600.0}]})
+    assert entry["steps_ratio"] == 1.5 and entry["control"] is None and entry["framework_ratio"] is None
+    text = pp.markdown([entry])
+    assert "| sebulba-samejax | stoix-samejax (jax 0.10.2) |" in text
+    assert f"| sebulba-samejax | podrl (jax {importlib.metadata.version('jax')}) |" in text  # podrl's venv's jax
+    assert text.count("same jax: no control") == 3  # both control cells and podrl's ratio cell
+    assert "actor control" not in text.split("\n\n")[0]  # no actor control figure in the table
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name", ["minatar-ppo-samejax", "minatar-pqn-samejax", "sebulba-samejax"])
+def test_same_jax_row_runs_the_peer_on_podrls_jax(tmp_path, name):
+    """--quick end to end where the peer's `-samejax` venv and source tree are present (skipped where not:
+    `--setup-peer <peer>-samejax` and the clone it prints): the peer's program ran on podrl's jax."""
+    import jax
+
+    from benchmarks import peer_programs as pp
+
+    peer = registry.PEERS[pp.ROWS[name].peer]
+    if not peer.python().exists() or registry.source_status(peer):
+        pytest.skip(f"{peer.name} venv or source absent (python -m benchmarks.peer_programs --setup-peer {peer.name})")
+    out = tmp_path / "peers.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.peer_programs", "--quick", "--repeats", "1", "--rows",
+                           name, "--out", str(out)], capture_output=True, text=True, timeout=580, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["peer"]["measured"], row["peer"]["runs"]
+    assert row["peer"]["jax_version"] == jax.__version__ and row["podrl"]["measured"]
+    assert "control_peer" not in row and row["control"] is None and row["steps_ratio"] > 0
+    assert "same jax: no control" in proc.stdout
