@@ -233,6 +233,10 @@ def summarize(row: Row, runs: dict[str, list]) -> dict[str, Any]:
         entry[side]["jax_version"] = next((r.get("jax_version") for r in side_runs if r.get("jax_version")), None)
         entry[side]["curve"] = median_curve([r["curve"] for r in ok_runs(side_runs) if r.get("curve")])
     ours, peer = entry["podrl"], entry["peer"]
+    mine = importlib.metadata.version("jax")
+    if entry["same_jax"] and peer["jax_version"] not in (None, mine):  # the venv was made for another podrl jax
+        entry["differences"].append(f"jax: NOT the same: the {row.peer} venv has jax {peer['jax_version']}, podrl "
+                                    f"{mine}; rebuild it with --setup-peer {row.peer}")
     entry["steps_ratio"] = ratio(ours["steps_per_second"], peer["steps_per_second"])
     entry["time_to_result_ratio"] = ratio(ours["wall_seconds"], peer["wall_seconds"])
     entry["control"] = entry["framework_ratio"] = None  # a same-jax row has none: its steps ratio is the framework's

@@ -93,12 +93,14 @@ def test_a_same_jax_row_runs_no_control_and_says_so():
     assert "control_peer" in pp.sides(pp.ROWS["sebulba"])
     assert pp.quick(pp.ROWS["minatar-ppo-samejax"]).peer_spec["total_timesteps"] == 8192  # one PPO update
     run = {"steps_per_second": 200.0, "wall_seconds": 10.0, "final_return": 20.0, "jax_version": "0.10.2"}
-    entry = pp.summarize(row, {"peer": [run], "podrl": [{**run, "steps_per_second": 300.0}],
+    mine = importlib.metadata.version("jax")
+    entry = pp.summarize(row, {"peer": [run], "podrl": [{**run, "steps_per_second": 300.0, "jax_version": mine}],
                                "ceiling": [{"steps_per_second": 600.0}]})
     assert entry["steps_ratio"] == 1.5 and entry["control"] is None and entry["framework_ratio"] is None
     text = pp.markdown([entry])
     assert "| sebulba-samejax | stoix-samejax (jax 0.10.2) |" in text
-    assert f"| sebulba-samejax | podrl (jax {importlib.metadata.version('jax')}) |" in text  # podrl's venv's jax
+    assert f"| sebulba-samejax | podrl (jax {mine}) |" in text  # podrl's venv's jax
+    assert ("NOT the same" in text) == (mine != "0.10.2")  # a venv made for another jax is said to be
     assert text.count("same jax: no control") == 3  # both control cells and podrl's ratio cell
     assert "actor control" not in text.split("\n\n")[0]  # no actor control figure in the table
 
@@ -115,6 +117,11 @@ def test_same_jax_row_runs_the_peer_on_podrls_jax(tmp_path, name):
     peer = registry.PEERS[pp.ROWS[name].peer]
     if not peer.python().exists() or registry.source_status(peer):
         pytest.skip(f"{peer.name} venv or source absent (python -m benchmarks.peer_programs --setup-peer {peer.name})")
+    venv_jax = subprocess.run([str(peer.python()), "-c", "import jax; print(jax.__version__)"], capture_output=True,
+                              text=True, timeout=120).stdout.strip()
+    if venv_jax != jax.__version__:
+        pytest.skip(f"{peer.name} venv has jax {venv_jax}, this podrl {jax.__version__}: made for another podrl "
+                    f"(python -m benchmarks.peer_programs --setup-peer {peer.name})")
     out = tmp_path / "peers.json"
     proc = subprocess.run([sys.executable, "-m", "benchmarks.peer_programs", "--quick", "--repeats", "1", "--rows",
                            name, "--out", str(out)], capture_output=True, text=True, timeout=580, cwd=ROOT)
