@@ -6,6 +6,8 @@ the action mask none) and `torso_per_key` overrides it; `MultiInputTorso` runs t
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,6 +16,7 @@ from dm_env import specs
 from jax.sharding import PartitionSpec as P
 
 import podrl.envs
+from podrl.agents import AGENTS
 from podrl.agents.config_checks import ENCODERS
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.inputs import torso_input
@@ -76,6 +79,32 @@ def test_the_config_field_is_checked_and_reaches_the_network():
     params = agent.init(jax.random.key(0), DICT_CUE).params["network"]["params"]["torso"]
     assert set(params) == {"input_image", "input_noise"}
     assert params["input_image"]["Dense_0"]["kernel"].shape == (16, 8)
+
+
+PER_KEY_AGENTS = sorted(name for name, entry in AGENTS.items()
+                        if "torso_per_key" in {field.name for field in dataclasses.fields(entry.config)})
+
+
+def image_kernels(config) -> dict[str, tuple[int, ...]]:
+    """The kernels (path -> shape) of every encoder of DictCue's 4x4 `image` leaf in the agent's params."""
+    state = config.make_agent(DICT_CUE, 1).init(jax.random.key(0), DICT_CUE)
+    leaves = jax.tree_util.tree_leaves_with_path(state.params)
+    return {jax.tree_util.keystr(path): leaf.shape for path, leaf in leaves
+            if "input_image" in jax.tree_util.keystr(path) and "kernel" in jax.tree_util.keystr(path)}
+
+
+@pytest.mark.parametrize("name", PER_KEY_AGENTS)
+def test_every_agents_torso_per_key_reaches_its_network(name):
+    """Each agent with the field builds the encoder it names: by default DictCue's image gets the MinAtar CNN
+    (a conv kernel), with `image=mlp` a Dense layer on its 16 pixels and no conv anywhere."""
+    assert set(PER_KEY_AGENTS) >= {"ppo", "impala", "pqn", "dqn", "muzero", "r2d2"}
+    config = AGENTS[name].config
+    default = image_kernels(config())
+    assert any("Conv_0" in path for path in default), default
+    per_key = image_kernels(config(torso_per_key=("image=mlp",)))
+    assert per_key and not any("Conv" in path for path in per_key), per_key
+    first = [shape for path, shape in per_key.items() if "Dense_0" in path]
+    assert first and all(shape[0] == 16 for shape in first), per_key
 
 
 def test_multi_input_torso_concatenates_its_encoders_and_scales_pixels_inside():
