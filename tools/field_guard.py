@@ -22,11 +22,18 @@ package); a layout's, those under tests/layouts/ and tests/run/ that name its co
 Tests that start processes with their own PYTHONPATH run the unmutated checkout there (a limit: such
 tests cannot catch a field).
 
+**A second pass over the tests that name the field.** The owner's tests are a selection by file; a field
+they leave uncaught (missed, default only, not read) gets a census and, if read at another value, a mutation
+run over every other ordinary test file that names it (`naming_tests`: `field=`, `.field`, `"field"` or the
+command line's `-field-name`; the smallest `WIDER_LIMIT` files), e.g. the population's fields, exercised in
+tests/core. Its verdict replaces the first one only when it is caught.
+
 **The verdicts.** caught (by which test), missed, not read, default only, or error; then each field not
 caught is looked up in `REASONS` (field -> why no test can see it) and is *explained* or *unexplained*; a
 reason for a field that is caught is *stale*. The check exits 1 on any unexplained or stale row or error.
 Verdicts are cached (`--cache`) by field and by a digest of the code (`code_digest`): a field caught stays
-caught while the test that caught it is unchanged; any other verdict is redone once the owner's tests change.
+caught while the test that caught it is unchanged; any other verdict is redone once the owner's tests change,
+or at every run if other tests name the field.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import hashlib
 import importlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -109,6 +117,24 @@ def tests_for(owner: str, root: Path) -> tuple[str, ...]:
     return tuple(str(path.relative_to(root)) for path in sorted(files, key=lambda p: p.stat().st_size))
 
 
+WIDER_LIMIT = 12
+"""At most this many files (the smallest) in a field's second pass."""
+NOT_WIDER = ("tests/system/test_check_mutations.py",)
+"""Test files never in a second pass: they run this tool itself."""
+UNCAUGHT = ("missed", "default only", "not read")
+
+
+def naming_tests(target: Target, root: Path, exclude: tuple[str, ...]) -> tuple[str, ...]:
+    """The ordinary test files of `root`/tests, other than `exclude`, whose text names the field as a keyword
+    argument, an attribute, a string or a command-line flag; the smallest `WIDER_LIMIT`, smallest first."""
+    field, flag = re.escape(target.field), re.escape(target.field.replace("_", "-"))
+    pattern = re.compile(rf"\b{field}\s*=(?!=)|\.{field}\b|[\"']{field}[\"']|[-.]{flag}\b")
+    files = [path for path in sorted((root / "tests").rglob("test_*.py"))
+             if str(path.relative_to(root)) not in exclude + NOT_WIDER and pattern.search(path.read_text())]
+    files = sorted(files, key=lambda p: p.stat().st_size)[:WIDER_LIMIT]
+    return tuple(str(path.relative_to(root)) for path in files)
+
+
 def reason_for(target: Target) -> str | None:
     """The explanation `REASONS` gives the field (by "owner.field", or "*.field" for every owner)."""
     return REASONS.get(target.name) or REASONS.get(f"*.{target.field}")
@@ -143,7 +169,8 @@ def still_valid(row: dict[str, Any] | None, root: Path, tests_digest: str) -> bo
         return False
     if row["result"] == "caught":
         return row.get("test_digest") == digest_of(root, [root / test_file(row["caught_by"])])
-    return row.get("tests_digest") == tests_digest
+    # an uncaught verdict holds only if no other test named the field (a second pass is redone each time)
+    return row.get("tests_digest") == tests_digest and row.get("second_pass") == []
 
 
 def guard_env(env: dict[str, str], copy: Path, mode: str, chosen: list[Target], out: Path) -> dict[str, str]:
@@ -236,12 +263,36 @@ def guard_owner(runner: Runner, owner: str, chosen: list[Target], cache: dict[st
             for t, row in zip(run, pool.map(lambda t: runner.mutate(t, tests), run)):
                 rows[t.name] = row
         for t in todo:
+            rows[t.name]["tests_digest"] = tests_digest
+        for t in [t for t in todo if rows[t.name]["result"] in UNCAUGHT]:
+            wider = naming_tests(t, runner.copy, tests)
+            rows[t.name]["second_pass"] = list(wider)
+            if wider:
+                row = second_pass(runner, t, wider)
+                # a verdict from other tests than the owner's is redone on the next run unless caught
+                row["tests_digest"] = tests_digest + "+" + digest_of(runner.copy, [runner.copy / w for w in wider])
+                if row["result"] == "caught":
+                    rows[t.name] = row
+        for t in todo:
             row = rows[t.name]
-            row["tests_digest"] = tests_digest
             if row["result"] == "caught":
                 row["test_digest"] = digest_of(runner.copy, [runner.copy / test_file(row["caught_by"])])
             cache[f"{digest}:{t.name}"] = row
     return [judge(t, rows[t.name]) for t in chosen]
+
+
+def second_pass(runner: Runner, target: Target, wider: tuple[str, ...]) -> dict[str, Any]:
+    """The field's verdict over `wider` (the other tests that name it): a census, then a mutation run if read
+    at another value; the row says which tests (`second_pass`)."""
+    result, counts = runner.census(f"{target.name} (tests naming it)", [target], wider)
+    if result != "passed":
+        row = {"result": f"error: census {result}", "caught_by": "", "message": "", "seconds": 0}
+    elif counts.get(target.key, [0, 0])[1] > 0:
+        row = runner.mutate(target, wider)
+    else:
+        row = {"result": "default only" if counts.get(target.key, [0, 0])[0] else "not read", "caught_by": "",
+               "message": "", "seconds": 0}
+    return {**row, "second_pass": list(wider)}
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:

@@ -163,3 +163,18 @@ def test_the_field_guard_lists_every_field_of_every_agent_and_layout_config():
     for key in field_guard.REASONS:  # every reason names a field the guard knows
         owner, field = key.split(".", 1)
         assert key in names or (owner == "*" and any(n.endswith(f".{field}") for n in names)), key
+
+
+def test_the_second_pass_finds_the_other_tests_that_name_a_field(tmp_path):
+    from tools import field_guard
+
+    files = {"tests/core/test_a.py": "AnakinConfig(pbt_every=3)", "tests/cli/test_b.py": "['--pbt-every', '2']",
+             "tests/core/test_c.py": "config.pbt_every", "tests/core/test_d.py": "pbt_every == 3; pbt_everyone=1",
+             "tests/core/helper.py": "pbt_every=1", "tests/layouts/test_e.py": "pbt_every=1",
+             "tests/system/test_check_mutations.py": "pbt_every=1"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    target = field_guard.Target("anakin", "podrl.anakin.config", "AnakinConfig", "pbt_every", 0)
+    found = field_guard.naming_tests(target, tmp_path, exclude=("tests/layouts/test_e.py",))
+    assert sorted(found) == ["tests/cli/test_b.py", "tests/core/test_a.py", "tests/core/test_c.py"]
