@@ -13,7 +13,9 @@ The copy, not this checkout, is what the child imports: an editable install maps
 `podrl.agents` and `podrl.envs` to the checkout it was made from, so a `sitecustomize.py` first
 on the child's PYTHONPATH puts a finder ahead of it that maps them (pyproject.toml's
 `package-dir`) to the copy; before any mutation the check asks a child where those packages
-and a test helper come from, and refuses to go on unless every answer lies in the copy. Bytecode
+and a test helper come from, and refuses to go on unless every answer lies in the copy. A test's
+subprocess started with `user_env` (tests/conftest.py) gets that folder first on its PYTHONPATH too
+(`PODRL_MUTATION_SITE`), so it runs the mutant; one started with another PYTHONPATH does not. Bytecode
 is not written in the copy (`PYTHONDONTWRITEBYTECODE`), so a restored file is never shadowed by
 the mutant's `.pyc`. Unless `--no-baseline`, the union of the selected tests first runs on the
 clean copy and must pass.
@@ -123,9 +125,10 @@ def child_env(copy: Path, patch_dir: Path) -> dict[str, str]:
         '"""Written by tools/check_mutations.py: the installed packages come from the copy."""\n'
         + SITECUSTOMIZE_HEAD + FINDER.format(mapping=mapping))
     paths = [str(patch_dir), str(copy), os.environ.get("PYTHONPATH", "")]
-    # one compilation cache for every run: programs the mutation leaves alone compile once
+    # one compilation cache for every run: programs the mutation leaves alone compile once;
+    # PODRL_MUTATION_SITE: tests/conftest.py's `user_env` keeps it on a subprocess's PYTHONPATH (mutated too)
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), "PYTHONDONTWRITEBYTECODE": "1",
-            "JAX_COMPILATION_CACHE_DIR": str(patch_dir.parent / "jax-cache")}
+            "JAX_COMPILATION_CACHE_DIR": str(patch_dir.parent / "jax-cache"), "PODRL_MUTATION_SITE": str(patch_dir)}
 
 
 def check_imports_come_from(copy: Path, env: dict[str, str]) -> list[str]:

@@ -19,8 +19,9 @@ mutation run. Every other field gets its mutation run (`-m "not learning" -x`, s
 
 **The tests.** An agent's are the ordinary tests under tests/agents/ that name it (its config class or its
 package); a layout's, those under tests/layouts/ and tests/run/ that name its config or train function.
-Tests that start processes with their own PYTHONPATH run the unmutated checkout there (a limit: such
-tests cannot catch a field).
+A test's subprocess started with `user_env` (tests/conftest.py: the command-line and multi-process tests)
+runs the mutated copy and its reads are counted; one started with another PYTHONPATH runs the unmutated
+checkout (a limit: such a subprocess cannot catch a field).
 
 **A second pass over the tests that name the field.** The owner's tests are a selection by file; a field
 they leave uncaught (missed, default only, not read) gets a census and, if read at another value, a mutation

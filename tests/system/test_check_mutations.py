@@ -5,6 +5,7 @@ themselves take minutes: `python tools/check_mutations.py` (CONTRIBUTING.md)."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
 
@@ -178,3 +179,22 @@ def test_the_second_pass_finds_the_other_tests_that_name_a_field(tmp_path):
     target = field_guard.Target("anakin", "podrl.anakin.config", "AnakinConfig", "pbt_every", 0)
     found = field_guard.naming_tests(target, tmp_path, exclude=("tests/layouts/test_e.py",))
     assert sorted(found) == ["tests/cli/test_b.py", "tests/core/test_a.py", "tests/core/test_c.py"]
+
+
+def test_a_user_env_subprocess_of_a_mutation_run_imports_the_mutated_copy(monkeypatch, request, tmp_path):
+    """`child_env` names its sitecustomize folder in PODRL_MUTATION_SITE; `user_env` puts it first on the
+    subprocess's PYTHONPATH (so a command-line test runs the mutant), and leaves it out otherwise."""
+    from tools import check_mutations
+
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    (tmp_path / "site").mkdir()
+    env = check_mutations.child_env(tmp_path / "tree", tmp_path / "site")
+    assert env["PODRL_MUTATION_SITE"] == str(tmp_path / "site")
+    monkeypatch.setenv("PODRL_MUTATION_SITE", env["PODRL_MUTATION_SITE"])
+    assert request.getfixturevalue("user_env")["PYTHONPATH"].split(os.pathsep) == [str(tmp_path / "site"), str(ROOT)]
+
+
+def test_user_env_without_a_mutation_run_has_only_the_checkout(monkeypatch, request):
+    monkeypatch.delenv("PODRL_MUTATION_SITE", raising=False)
+    assert request.getfixturevalue("user_env")["PYTHONPATH"] == str(ROOT)
