@@ -15,7 +15,8 @@ A mutation returns the field's default to such reads: the code behaves as if it 
 the config object, what tests read from it to compute their expectations, its validation, equality, hash,
 repr and saved JSON keep the value. A census counts such reads per field, split by whether the value read
 equals the default (a field read only at its default cannot be caught by the mutation), and writes the
-counts to `out/census-<pid>.json` at exit.
+counts to `out/census-<pid>.json` at exit, and at the first read of each kind of each field (a process that
+ends by `os._exit`, as a stalled command-line run does, runs no exit handler).
 """
 
 from __future__ import annotations
@@ -81,7 +82,10 @@ class Guarded:
             return value
         if self.mutate:
             return self.default
-        CENSUS[self.key][0 if same(value, self.default) else 1] += 1
+        counts, kind = CENSUS[self.key], 0 if same(value, self.default) else 1
+        counts[kind] += 1
+        if counts[kind] == 1:  # written at once too: a process may end by os._exit (a stalled run's exit_now)
+            write_census()
         return value
 
 

@@ -107,9 +107,9 @@ print(json.dumps({"computed": compute(config), "read": config.gamma, "validated"
 '''
 
 
-def guarded_child(tmp_path, mode: str, fields: list[str]) -> tuple[dict, dict]:
-    """Runs CHILD over a fake package (agents/fake_config.py, agents/fake_code.py) with the field guard's
-    hook in `mode` on `fields` of FakeConfig: `(what CHILD printed, the census's counts)`."""
+def guarded_child(tmp_path, mode: str, fields: list[str], end: str = "") -> tuple[dict, dict]:
+    """Runs CHILD (then `end`) over a fake package (agents/fake_config.py, agents/fake_code.py) with the field
+    guard's hook in `mode` on `fields` of FakeConfig: `(what CHILD printed, the census's counts)`."""
     import json
     import os
     import subprocess
@@ -125,7 +125,7 @@ def guarded_child(tmp_path, mode: str, fields: list[str]) -> tuple[dict, dict]:
     (site / "sitecustomize.py").write_text("import field_guard_hook  # noqa: F401\n")
     spec = {"mode": mode, "root": str(root), "classes": {"agents.fake_config": {"FakeConfig": fields}}, "out": str(out)}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(root)]), "PODRL_FIELD_GUARD": json.dumps(spec)}
-    child = subprocess.run([sys.executable, "-c", CHILD], cwd=root, env=env, capture_output=True, text=True,
+    child = subprocess.run([sys.executable, "-c", CHILD + end], cwd=root, env=env, capture_output=True, text=True,
                            timeout=60)
     assert child.returncode == 0, child.stderr
     census = {}
@@ -141,7 +141,9 @@ def test_the_field_guard_gives_the_code_the_default_and_everyone_else_the_value(
     got, _ = guarded_child(tmp_path, "mutate", ["gamma"])
     assert got == {"computed": 12.0, "read": 0.5, "validated": 6, "refused": True, "equal": True,
                    "saved": {"gamma": 0.5, "width": 3, "unused": 7}}
-    got, census = guarded_child(tmp_path, "census", ["gamma", "width", "unused"])
+    # a child that ends by os._exit (no exit handlers, as a stalled command-line run) still leaves its census
+    got, census = guarded_child(tmp_path, "census", ["gamma", "width", "unused"],
+                                end="import os, sys\nsys.stdout.flush()\nos._exit(0)\n")
     assert got["computed"] == 8.0
     assert census == {"agents.fake_config:FakeConfig.gamma": [0, 1], "agents.fake_config:FakeConfig.width": [1, 0],
                       "agents.fake_config:FakeConfig.unused": [0, 0]}
