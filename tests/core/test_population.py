@@ -111,12 +111,13 @@ def test_pbt_decision_truncation_selection():
 
 
 def pbt_run(tmp_path, name: str, **checkpoint) -> AnakinConfig:
-    """MatchSign, 4 members (lr 0 twice, 1e-3, 3e-3) on a 2 x 4 mesh, PBT every 2 updates."""
+    """MatchSign, 4 members (lr 0 twice, 1e-3, 3e-3) on a 2 x 4 mesh, PBT every 2 updates: the bottom half
+    copies the top half, lr times 0.5 or 2."""
     from podrl.run.config import CheckpointConfig
 
     return AnakinConfig(env="MatchSign-v0", num_envs=8, rollout_length=16, total_steps=8 * 16 * 8, updates_per_call=2,
                         eval_every=0, eval_episodes=8, population=4, population_shards=2,
-                        sweep=("agent.learning_rate=0,0,1e-3,3e-3",), pbt_every=2, pbt_fraction=0.5,
+                        sweep=("agent.learning_rate=0,0,1e-3,3e-3",), pbt_every=2, pbt_fraction=0.5, pbt_perturb=(0.5, 2.0),
                         logging=LoggingConfig(run_dir=str(tmp_path), run_name=name, console=False, tensorboard=False),
                         checkpoint=CheckpointConfig(**checkpoint))
 
@@ -147,8 +148,13 @@ def test_pbt_copies_better_members_logs_lineage_and_resumes_exactly(tmp_path, cp
         for leaf in raw_leaves((ts.params, ts.opt_state)):
             np.testing.assert_array_equal(leaf[i], leaf[parents[i]])
         lr = np.asarray(ts.hyperparams["learning_rate"])
-        assert np.isclose(lr[i], record["hp/learning_rate"][parents[i]] * np.array([0.8, 1.2]), rtol=1e-6).any()
+        assert np.isclose(lr[i], record["hp/learning_rate"][parents[i]] * np.array([0.5, 2.0]), rtol=1e-6).any()
         np.testing.assert_allclose(lr, record["pbt/hp/learning_rate"])
+    # the decision is the config's: its fraction, factors and seed at this update (podrl.core.population)
+    decision = pbt_decide(returns, {"learning_rate": np.asarray(record["hp/learning_rate"], np.float32)}, 0.5,
+                          (0.5, 2.0), {}, seed=0, update=record["updates"])
+    np.testing.assert_array_equal(parents, decision.source)
+    np.testing.assert_allclose(record["pbt/hp/learning_rate"], decision.hyperparams["learning_rate"], rtol=1e-6)
     # the lineage is in metrics.jsonl, at every PBT step but the last update
     lines = [json.loads(x) for x in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
     assert [r["updates"] for r in lines if "pbt/parent" in r] == [2, 4, 6]
