@@ -8,9 +8,9 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from podrl.agents.ppo import PPOConfig
 from podrl.anakin.config import AnakinConfig
 from podrl.run.config import CheckpointConfig, LoggingConfig
+from tiny_runs import AGENT  # noqa: F401 (the same PPO as the driver's tests: one compile per session)
 
 
 def logs(tmp_path: Path, name: str) -> LoggingConfig:
@@ -30,15 +30,8 @@ def leaves(tree) -> list[np.ndarray]:
     return [np.asarray(raw(x)) for x in jax.tree.leaves(tree)]
 
 
-AGENT = PPOConfig(num_minibatches=2)
-
-
 def tiny_anakin_run(run_dir: str | None) -> AnakinConfig:
     """The run test_evaluate.py trains too (keep them identical: one compile per test session)."""
     return AnakinConfig(env="CartPole-v1", num_seeds=2, num_envs=8, rollout_length=16, total_steps=8 * 16 * 3,
                         num_devices=2, updates_per_call=2, eval_every=0, eval_episodes=2,
                         logging=LoggingConfig(run_dir=run_dir, run_name="r", console=False, tensorboard=False))
-
-
-def state_leaves(tree) -> list[np.ndarray]:
-    return [np.asarray(x) for x in jax.tree.leaves(tree)]

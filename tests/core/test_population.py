@@ -6,6 +6,7 @@ import jax
 import numpy as np
 import pytest
 
+from checkpoints import leaves
 from podrl.agents.impala import ImpalaConfig
 from podrl.agents.ppo import PPOConfig
 from podrl.anakin import train_anakin
@@ -116,17 +117,10 @@ def pbt_run(tmp_path, name: str, **checkpoint) -> AnakinConfig:
     from podrl.run.config import CheckpointConfig
 
     return AnakinConfig(env="MatchSign-v0", num_envs=8, rollout_length=16, total_steps=8 * 16 * 8, updates_per_call=2,
-                        eval_every=0, eval_episodes=8, population=4, population_shards=2,
-                        sweep=("agent.learning_rate=0,0,1e-3,3e-3",), pbt_every=2, pbt_fraction=0.5, pbt_perturb=(0.5, 2.0),
+                        eval_every=0, eval_episodes=8, population=4, population_shards=2, pbt_perturb=(0.5, 2.0),
+                        sweep=("agent.learning_rate=0,0,1e-3,3e-3",), pbt_every=2, pbt_fraction=0.5,
                         logging=LoggingConfig(run_dir=str(tmp_path), run_name=name, console=False, tensorboard=False),
                         checkpoint=CheckpointConfig(**checkpoint))
-
-
-def raw_leaves(tree) -> list[np.ndarray]:
-    def raw(x):
-        return jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x
-
-    return [np.asarray(raw(x)) for x in jax.tree.leaves(tree)]
 
 
 @pytest.mark.timeout(300)
@@ -145,7 +139,7 @@ def test_pbt_copies_better_members_logs_lineage_and_resumes_exactly(tmp_path, cp
     for i in replaced:
         assert i in order[:2] and parents[i] in order[2:] and returns[parents[i]] > returns[i]
         ts = part.state.train_state
-        for leaf in raw_leaves((ts.params, ts.opt_state)):
+        for leaf in leaves((ts.params, ts.opt_state)):
             np.testing.assert_array_equal(leaf[i], leaf[parents[i]])
         lr = np.asarray(ts.hyperparams["learning_rate"])
         assert np.isclose(lr[i], record["hp/learning_rate"][parents[i]] * np.array([0.5, 2.0]), rtol=1e-6).any()
@@ -163,7 +157,7 @@ def test_pbt_copies_better_members_logs_lineage_and_resumes_exactly(tmp_path, cp
     rest = train_anakin(pbt_run(tmp_path, "rest", resume=str(tmp_path / "part")), PPOConfig())
     assert [r["updates"] for r in rest.history] == [6, 8]
     assert rest.history[0]["pbt/parent"] == whole.history[2]["pbt/parent"]
-    for a, b in zip(raw_leaves(whole.state), raw_leaves(rest.state), strict=True):
+    for a, b in zip(leaves(whole.state), leaves(rest.state), strict=True):
         np.testing.assert_array_equal(a, b)
 
 

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from checkpoints import state_leaves
+from checkpoints import leaves
 from parity import sebulba_threads
 from podrl.agents.dqn import DQNConfig
 from podrl.run import driver
@@ -56,7 +56,7 @@ def test_an_interrupt_during_the_learner_step_checkpoints_the_steps_state(tmp_pa
     finally:
         saved.close()
     assert int(state.update_step) == 3 and int(state.shard_state.size[0]) == 3 * 4 * 8
-    for x, y in zip(state_leaves(state), state_leaves(twin), strict=True):  # params, target, Adam, replay
+    for x, y in zip(leaves(state), leaves(twin), strict=True):  # params, target, Adam, replay
         assert (x == y).all()
 
 

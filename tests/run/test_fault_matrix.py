@@ -24,7 +24,7 @@ import pytest
 from dm_env import specs
 
 import podrl.envs
-from checkpoints import AGENT, state_leaves, tiny_anakin_run
+from checkpoints import AGENT, leaves, tiny_anakin_run
 from faulty_envs import NaNAfter
 from podrl.agents.dqn import DQNConfig
 from podrl.agents.impala import ImpalaConfig
@@ -449,12 +449,12 @@ def test_sebulba_env_exception_saves_a_loadable_checkpoint_first(tmp_path, cpu_d
         failed.close()
         started.close()
     assert int(saved.update_step) == 2 and int(start.update_step) == 0
-    for x, y in zip(state_leaves(saved), state_leaves(twin), strict=True):  # params, optimizer state, counter
+    for x, y in zip(leaves(saved), leaves(twin), strict=True):  # params, optimizer state, counter
         np.testing.assert_array_equal(x, y)
-    assert all(np.isfinite(x).all() for x in state_leaves(saved.params))
+    assert all(np.isfinite(x).all() for x in leaves(saved.params))
     assert any(not np.array_equal(x, y)
-               for x, y in zip(state_leaves(saved.params), state_leaves(start.params), strict=True))
+               for x, y in zip(leaves(saved.params), leaves(start.params), strict=True))
     # ...and the start is the init of the documented key schedule (tests/untrained.py relies on it)
     _, init = sebulba_initial_params(AGENT, podrl.envs.env_spec(podrl.envs.make("MatchSign-v0")), seed=0)
-    for x, y in zip(state_leaves(start.params), state_leaves(init), strict=True):
+    for x, y in zip(leaves(start.params), leaves(init), strict=True):
         np.testing.assert_array_equal(x, y)
