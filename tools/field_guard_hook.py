@@ -7,9 +7,10 @@ each named field of its class becomes a data descriptor: the dataclass's `__init
 (`object.__setattr__` reaches `__set__`), and a read returns the stored value, except a read *by the code*:
 
   the reading frame and the frames that called it, up to the first frame outside the copy's packages
-  (`podrl/`, `agents/`, `envs/`: a test, pytest, JAX's tracing machinery), are package code, and none of
-  them validates or reports the config (`__post_init__`, `check_*`, `require_*`, the error helpers, the
-  config's JSON, the CLI's flags, the reports).
+  (`podrl/`, `agents/`, `envs/`: a test, pytest, JAX's tracing machinery) or in the command line
+  (`podrl/cli/`, a caller like a test), are package code, and none of them validates or reports the
+  config (`__post_init__`, `check_*`, `require_*`, the error helpers, the config's JSON, the reports).
+  A read made in the command line's own code is an observer's (its flags, its printing).
 
 A mutation returns the field's default to such reads: the code behaves as if it ignored the field, while
 the config object, what tests read from it to compute their expectations, its validation, equality, hash,
@@ -30,7 +31,9 @@ import sys
 SPEC = json.loads(os.environ["PODRL_FIELD_GUARD"])
 ROOT = os.path.realpath(SPEC["root"]) + os.sep
 PACKAGES = ("podrl" + os.sep, "agents" + os.sep, "envs" + os.sep)
-OBSERVERS = ("podrl/cli/", "podrl/reports/", "podrl/run/config_json.py", "podrl/run/options.py",
+ENTRY = "podrl/cli/"
+"""The command line: its own reads are an observer's; the code it calls computes (it is a caller, as a test)."""
+OBSERVERS = (ENTRY, "podrl/reports/", "podrl/run/config_json.py", "podrl/run/options.py",
              "podrl/core/errors.py", "envs/errors.py", "agents/__init__.py")
 """Package code that validates, serialises or reports configs: its reads are not the code computing."""
 VALIDATION = ("check_", "require_", "_check")
@@ -53,6 +56,8 @@ def computing(frame) -> bool:
         if rel is None:
             return seen
         name = frame.f_code.co_name
+        if seen and rel.startswith(ENTRY):
+            return True
         if rel.startswith(OBSERVERS) or name == "__post_init__" or name.startswith(VALIDATION):
             return False
         seen, frame = True, frame.f_back

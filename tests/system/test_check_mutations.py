@@ -92,17 +92,32 @@ FAKE_CODE = '''
 def compute(config):
     return config.gamma * 10 + config.width
 '''
+FAKE_CLI = '''
+from agents.fake_code import compute
+
+
+def run(config):
+    return compute(config)  # the code the command line calls computes
+
+
+def show(config):
+    return config.gamma  # the command line's own read: an observer's
+'''
 CHILD = '''
-import dataclasses, json
+import dataclasses, importlib.util, json
 from agents.fake_config import FakeConfig
 from agents.fake_code import compute
+spec = importlib.util.spec_from_file_location("fake_cli", "podrl/cli/fake_cli.py")
+cli = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cli)
 config = FakeConfig(gamma=0.5, width=3)
 try:
     FakeConfig(gamma=2.0)
     refused = False
 except ValueError:
     refused = True
-print(json.dumps({"computed": compute(config), "read": config.gamma, "validated": config.check_batch(2),
+print(json.dumps({"computed": compute(config), "cli_run": cli.run(config), "cli_show": cli.show(config),
+                  "read": config.gamma, "validated": config.check_batch(2),
                   "refused": refused, "equal": config == FakeConfig(gamma=0.5), "saved": dataclasses.asdict(config)}))
 '''
 
@@ -116,9 +131,10 @@ def guarded_child(tmp_path, mode: str, fields: list[str], end: str = "") -> tupl
     import sys
 
     root, site, out = tmp_path / mode / "tree", tmp_path / mode / "site", tmp_path / mode / "out"
-    for folder in (root / "agents", site, out):
+    for folder in (root / "agents", root / "podrl" / "cli", site, out):
         folder.mkdir(parents=True)
     (root / "agents" / "__init__.py").write_text("")
+    (root / "podrl" / "cli" / "fake_cli.py").write_text(FAKE_CLI)
     (root / "agents" / "fake_config.py").write_text(FAKE_CONFIG)
     (root / "agents" / "fake_code.py").write_text(FAKE_CODE)
     shutil.copy(ROOT / "tools" / "field_guard_hook.py", site)
@@ -136,15 +152,20 @@ def guarded_child(tmp_path, mode: str, fields: list[str], end: str = "") -> tupl
 
 def test_the_field_guard_gives_the_code_the_default_and_everyone_else_the_value(tmp_path):
     """Mutated, `gamma` is its default 0.9 to the code (compute: 0.9 * 10 + 3) and 0.5 to the test's own read,
-    the validation (which still refuses 2.0), equality and the saved dict; the census counts the code's
-    reads: gamma once at another value, width once at its default, unused never."""
+    the validation (which still refuses 2.0), equality and the saved dict. The code the command line calls
+    computes (`cli_run` is mutated too), the command line's own read is an observer's (`cli_show`). The census
+    counts the code's reads: gamma twice at another value, width twice at its default, unused never."""
     got, _ = guarded_child(tmp_path, "mutate", ["gamma"])
-    assert got == {"computed": 12.0, "read": 0.5, "validated": 6, "refused": True, "equal": True,
-                   "saved": {"gamma": 0.5, "width": 3, "unused": 7}}
-    # a child that ends by os._exit (no exit handlers, as a stalled command-line run) still leaves its census
-    got, census = guarded_child(tmp_path, "census", ["gamma", "width", "unused"],
-                                end="import os, sys\nsys.stdout.flush()\nos._exit(0)\n")
+    assert got == {"computed": 12.0, "cli_run": 12.0, "cli_show": 0.5, "read": 0.5, "validated": 6, "refused": True,
+                   "equal": True, "saved": {"gamma": 0.5, "width": 3, "unused": 7}}
+    got, census = guarded_child(tmp_path, "census", ["gamma", "width", "unused"])
     assert got["computed"] == 8.0
+    assert census == {"agents.fake_config:FakeConfig.gamma": [0, 2], "agents.fake_config:FakeConfig.width": [2, 0],
+                      "agents.fake_config:FakeConfig.unused": [0, 0]}
+    # a child that ends by os._exit (no exit handlers, as a stalled command-line run) still leaves which kinds
+    # of read it saw (written at the first of each)
+    _, census = guarded_child(tmp_path / "hard", "census", ["gamma", "width", "unused"],
+                              end="import os, sys\nsys.stdout.flush()\nos._exit(0)\n")
     assert census == {"agents.fake_config:FakeConfig.gamma": [0, 1], "agents.fake_config:FakeConfig.width": [1, 0],
                       "agents.fake_config:FakeConfig.unused": [0, 0]}
 
