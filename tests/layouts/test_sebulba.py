@@ -25,6 +25,7 @@ from podrl.core.parallel import mean_across_learners
 from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.envs.registry import make
 from podrl.sebulba import SebulbaConfig, train_sebulba
+from podrl.sebulba.learner import LearnerStep
 from podrl.sebulba.rollout import JOIN_GRACE_S
 
 
@@ -190,16 +191,32 @@ def test_env_hang_is_reported_by_the_timeout(cpu_devices):
 
 
 @pytest.mark.timeout(240)
-def test_async_actors_run_ahead_of_a_slow_learner(cpu_devices):
-    """lag=async: while a slow learner (64 epochs per update) works, the actors keep acting
-    with the params they have, so some rollouts are older than the learner: lag > 0
-    (a synchronous implementation shows 0 everywhere), never beyond queue_size + 1."""
+def test_async_actors_run_ahead_of_a_slow_learner(cpu_devices, monkeypatch):
+    """lag=async: while a slow learner (0.3 s more per update) works, the actors keep acting with the params
+    they have until their queue is full, so rollouts are older than the learner (a synchronous implementation
+    shows 0 everywhere): a rollout made just after the learner took one waits behind queue_size others, a
+    lag of exactly queue_size + 1 (3 here, never more)."""
+    checked = LearnerStep.checked
+
+    def slow_step(self, *args):
+        time.sleep(0.3)
+        return checked(self, *args)
+
+    monkeypatch.setattr(LearnerStep, "checked", slow_step)
     config = tiny(lag="async", threads_per_actor_device=2, queue_size=2, total_steps=2 * 4 * 8 * 12)
-    result = train_sebulba(config, PPOConfig(num_minibatches=2, num_epochs=64))
+    result = train_sebulba(config, PPOConfig(num_minibatches=2))
     lags = result.policy_lags
     assert lags.shape == (12, 2)
-    assert lags.max() >= 1 and lags.min() >= 0 and lags.max() <= config.queue_size + 1, lags
+    assert lags.min() >= 0 and lags.max() == config.queue_size + 1, lags
     assert not sebulba_threads()
+
+
+@pytest.mark.timeout(120)
+def test_evaluation_episodes_end_at_eval_max_steps(cpu_devices):
+    """No CartPole episode can end within 3 steps: with eval_max_steps=3 every greedy episode is cut there
+    (a return of exactly 3), where the default cap would let it run on."""
+    result = train_sebulba(tiny(env="CartPole-v1", eval_episodes=4, eval_max_steps=3), PPOConfig(num_minibatches=2))
+    assert result.final_eval_return == 3.0, result.history[-1]
 
 
 @pytest.mark.timeout(120)
