@@ -26,6 +26,7 @@ from podrl.envs.adapters.jax_host import JaxHostVectorEnv
 from podrl.envs.registry import make
 from podrl.sebulba import SebulbaConfig, train_sebulba
 from podrl.sebulba.learner import LearnerStep
+from podrl.sebulba.params import ParamsSource
 from podrl.sebulba.rollout import JOIN_GRACE_S
 
 
@@ -209,6 +210,24 @@ def test_async_actors_run_ahead_of_a_slow_learner(cpu_devices, monkeypatch):
     assert lags.shape == (12, 2)
     assert lags.min() >= 0 and lags.max() == config.queue_size + 1, lags
     assert not sebulba_threads()
+
+
+@pytest.mark.timeout(120)
+def test_actors_act_with_params_on_their_own_devices(cpu_devices, monkeypatch):
+    """actor_devices=(3, 4), one thread each: every rollout of thread j reads params that live on device
+    3 + j (the learner's are on 1 and 2)."""
+    seen: list[tuple[int, set]] = []
+    for_rollout = ParamsSource.for_rollout
+
+    def recording(self, rollout, device_slot):
+        params, version = for_rollout(self, rollout, device_slot)
+        seen.append((device_slot, {d.id for leaf in jax.tree.leaves(params) for d in leaf.devices()}))
+        return params, version
+
+    monkeypatch.setattr(ParamsSource, "for_rollout", recording)
+    train_sebulba(tiny(actor_devices=(3, 4), eval_episodes=0), PPOConfig(num_minibatches=2))
+    assert seen and {slot for slot, _ in seen} == {0, 1}
+    assert all(devices == {cpu_devices[3 + slot].id} for slot, devices in seen), seen
 
 
 @pytest.mark.timeout(120)
