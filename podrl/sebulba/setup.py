@@ -78,9 +78,9 @@ class SebulbaSetup(NamedTuple):
 def build(config: SebulbaConfig, agent_config: AgentConfig, env_factory: EnvFactory | None = None) -> SebulbaSetup:
     """Checks `config` against the local devices and `agent_config`, builds the envs and the agent (module doc)."""
     local = jax.local_devices()
-    learner_ids = config.check_layout(len(local), agent_config)
+    config.check_layout(len(local), agent_config)
     check_actor_cpus(config.actor_cpus)
-    mesh = data_mesh(learner_devices(learner_ids))
+    mesh = data_mesh(learner_devices(config.resolve_learner_devices(len(local))))
     envs: list[HostVectorEnv] = []
     try:
         for j in range(config.num_threads):

@@ -185,6 +185,8 @@ def test_the_layouts_check_a_users_agent_before_a_run_on_several_learner_shards(
     skipped = train_anakin(dataclasses.replace(anakin, skip_agent_check=True), LinearConfig(grads="summed"))
     averaged = train_anakin(anakin, LinearConfig())
     assert skipped.history[-1]["updates"] == averaged.history[-1]["updates"] == 4
+    skipped = train_sebulba(dataclasses.replace(sebulba, skip_agent_check=True), LinearConfig(grads="summed"))
+    assert skipped.history[-1]["updates"] == 2
     assert np.isfinite(averaged.history[-1]["train/loss"]).all()
 
 

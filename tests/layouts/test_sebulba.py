@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 import threading
 import time
 import traceback
@@ -228,6 +229,30 @@ def test_actors_act_with_params_on_their_own_devices(cpu_devices, monkeypatch):
     train_sebulba(tiny(actor_devices=(3, 4), eval_episodes=0), PPOConfig(num_minibatches=2))
     assert seen and {slot for slot, _ in seen} == {0, 1}
     assert all(devices == {cpu_devices[3 + slot].id} for slot, devices in seen), seen
+
+
+@pytest.mark.timeout(120)
+def test_the_learner_state_lives_on_the_learner_devices(cpu_devices):
+    result = train_sebulba(tiny(learner_devices=(5, 6), eval_episodes=0), PPOConfig(num_minibatches=2))
+    devices = {d.id for leaf in jax.tree.leaves(result.train_state.params) for d in leaf.devices()}
+    assert devices == {cpu_devices[5].id, cpu_devices[6].id}
+
+
+@pytest.mark.timeout(120)
+def test_actor_threads_pin_themselves_to_the_actor_cpus(cpu_devices, monkeypatch):
+    """actor_cpus (c0, c1) and 2 actor threads: thread j pins itself (pid 0: the thread) to core j mod 2."""
+    cores = tuple(sorted(os.sched_getaffinity(0)))[:2]
+    cores = cores * (2 // len(cores))  # one core only: both threads on it
+    pins, real = [], os.sched_setaffinity
+
+    def recording(pid, cpus):
+        pins.append((threading.current_thread().name, pid, set(cpus)))
+        real(pid, cpus)
+
+    monkeypatch.setattr(os, "sched_setaffinity", recording)
+    train_sebulba(tiny(threads_per_actor_device=2, actor_cpus=cores, eval_episodes=0), PPOConfig(num_minibatches=2))
+    assert sorted((pid, tuple(cpus)) for _, pid, cpus in pins) == sorted([(0, (cores[0],)), (0, (cores[1],))])
+    assert all(name != threading.main_thread().name for name, _, _ in pins), pins
 
 
 @pytest.mark.timeout(120)

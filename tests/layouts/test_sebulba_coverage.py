@@ -145,6 +145,34 @@ def test_same_seed_gives_identical_params(cpu_devices, lag, threads):
 # ---------------------------------------------------------------- async vectorisation
 
 
+def spy_async_vector_envs(monkeypatch) -> list[tuple[int, str | None]]:
+    """`(num_envs, context)` of each gymnasium AsyncVectorEnv built from now on (nothing else changes)."""
+    built = []
+    real = gymnasium.vector.AsyncVectorEnv.__init__
+
+    def spy(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        built.append((self.num_envs, kwargs.get("context")))
+
+    monkeypatch.setattr(gymnasium.vector.AsyncVectorEnv, "__init__", spy)
+    return built
+
+
+@pytest.mark.timeout(120)
+def test_async_vectorization_steps_in_spawned_workers(cpu_devices, monkeypatch):
+    """--vectorization async, an ordinary run of 2 updates: the actor thread's envs are an AsyncVectorEnv
+    (spawned workers), every step counted, and the workers are gone with the run."""
+    built = spy_async_vector_envs(monkeypatch)
+    config = SebulbaConfig(env="gym_tasks:PickTheLit", vectorization="async", envs_per_thread=2, rollout_length=4,
+                           total_steps=2 * 4 * 2, actor_devices=(0,), learner_devices=(1,), eval_episodes=0,
+                           logging=QUIET)
+    result = train_sebulba(config, PPOConfig(num_minibatches=2))
+    assert built == [(2, "spawn")] and result.env_steps == 2 * 4 * 2
+    import multiprocessing
+
+    assert multiprocessing.active_children() == []
+
+
 @pytest.mark.learning
 @pytest.mark.timeout(300)
 def test_async_vectorization_trains_with_spawned_workers(cpu_devices, monkeypatch):
@@ -153,14 +181,7 @@ def test_async_vectorization_trains_with_spawned_workers(cpu_devices, monkeypatc
     to a greedy return of at least 6 (right on 3 of the 4 inputs) in 12 updates of 32 steps."""
     agent = PPOConfig(num_minibatches=2, learning_rate=1e-2)
     untrained = sebulba_initial_return(agent, "gym_tasks:PickTheLit", seed=0)
-    built = []
-    real = gymnasium.vector.AsyncVectorEnv.__init__
-
-    def spy(self, *args, **kwargs):  # records each AsyncVectorEnv podrl builds, changes nothing
-        real(self, *args, **kwargs)
-        built.append((self.num_envs, kwargs.get("context")))
-
-    monkeypatch.setattr(gymnasium.vector.AsyncVectorEnv, "__init__", spy)
+    built = spy_async_vector_envs(monkeypatch)
     config = SebulbaConfig(env="gym_tasks:PickTheLit", vectorization="async", envs_per_thread=2, rollout_length=16,
                            total_steps=2 * 16 * 12, actor_devices=(0,), learner_devices=(1,), eval_episodes=2,
                            log_every=3, logging=QUIET)
