@@ -10,9 +10,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def child_pythonpath() -> str:
+    """A subprocess's PYTHONPATH: this checkout, after the mutated copy's sitecustomize folder when
+    `tools/check_mutations.py` runs the tests (`PODRL_MUTATION_SITE`), so the subprocess runs the mutant."""
+    return os.pathsep.join(filter(None, (os.environ.get("PODRL_MUTATION_SITE"), str(ROOT))))
+
+
 def run(workdir: Path, script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k != "PODRL_DEBUG"}
-    environ.update({"PYTHONPATH": str(ROOT), **(env or {})})
+    environ.update({"PYTHONPATH": child_pythonpath(), **(env or {})})
     return subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], capture_output=True, text=True,
                           timeout=240, cwd=workdir, env=environ)
 

@@ -50,10 +50,10 @@ def user_env() -> dict[str, str]:
     (`$XDG_CACHE_HOME/podrl/jax`) goes to a folder of this test session, not the user's home.
     Only the suite's compiler flags (`TEST_XLA_FLAGS`: code generation, not behaviour) stay. Under
     `tools/check_mutations.py` (`PODRL_MUTATION_SITE`), the subprocess runs the mutated copy too."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from cli_runs import child_pythonpath
+
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_COMPILATION_CACHE_DIR")}
-    pythonpath = os.pathsep.join(filter(None, (os.environ.get("PODRL_MUTATION_SITE"), root)))
-    return {**env, "PYTHONPATH": pythonpath, "XDG_CACHE_HOME": USER_CACHE_HOME, "XLA_FLAGS": TEST_XLA_FLAGS}
+    return {**env, "PYTHONPATH": child_pythonpath(), "XDG_CACHE_HOME": USER_CACHE_HOME, "XLA_FLAGS": TEST_XLA_FLAGS}
 
 
 MAX_WORKERS = 4

@@ -14,8 +14,9 @@ The copy, not this checkout, is what the child imports: an editable install maps
 on the child's PYTHONPATH puts a finder ahead of it that maps them (pyproject.toml's
 `package-dir`) to the copy; before any mutation the check asks a child where those packages
 and a test helper come from, and refuses to go on unless every answer lies in the copy. A test's
-subprocess started with `user_env` (tests/conftest.py) gets that folder first on its PYTHONPATH too
-(`PODRL_MUTATION_SITE`), so it runs the mutant; one started with another PYTHONPATH does not. Bytecode
+subprocess started with `user_env` or `cli_runs.run` (tests/cli_runs.py `child_pythonpath`) gets
+that folder first on its PYTHONPATH too (`PODRL_MUTATION_SITE`), so it runs the mutant; one started
+with another PYTHONPATH does not. Bytecode
 is not written in the copy (`PYTHONDONTWRITEBYTECODE`), so a restored file is never shadowed by
 the mutant's `.pyc`. Unless `--no-baseline`, the union of the selected tests first runs on the
 clean copy and must pass.
@@ -126,7 +127,8 @@ def child_env(copy: Path, patch_dir: Path) -> dict[str, str]:
         + SITECUSTOMIZE_HEAD + FINDER.format(mapping=mapping))
     paths = [str(patch_dir), str(copy), os.environ.get("PYTHONPATH", "")]
     # one compilation cache for every run: programs the mutation leaves alone compile once;
-    # PODRL_MUTATION_SITE: tests/conftest.py's `user_env` keeps it on a subprocess's PYTHONPATH (mutated too)
+    # PODRL_MUTATION_SITE: tests/cli_runs.py's `child_pythonpath` (user_env, cli_runs.run) keeps it first
+    # on a test subprocess's PYTHONPATH (the subprocess runs the mutant too)
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), "PYTHONDONTWRITEBYTECODE": "1",
             "JAX_COMPILATION_CACHE_DIR": str(patch_dir.parent / "jax-cache"), "PODRL_MUTATION_SITE": str(patch_dir)}
 
