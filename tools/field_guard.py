@@ -19,7 +19,7 @@ mutation run. Every other field gets its mutation run (`-m "not learning" -x`, s
 
 **The tests.** An agent's are the ordinary tests under tests/agents/ that name it (its config class or its
 package); a layout's, those under tests/layouts/ and tests/run/ that name its config or train function.
-A test's subprocess started with `user_env` or `cli_runs.run` (the command-line and multi-process tests)
+A test's subprocess started with `user_env` or `cli_runs.run` (command-line tests; one given no env inherits it)
 runs the mutated copy and its reads are counted; one started with another PYTHONPATH runs the unmutated
 checkout (a limit: such a subprocess cannot catch a field).
 
