@@ -240,6 +240,16 @@ def judge(target: Target, row: dict[str, Any]) -> dict[str, Any]:
     return {"field": target.name, "default": repr(target.default), **row, "reason": reason or "", "status": status}
 
 
+def verdict_row(result: str) -> dict[str, Any]:
+    """A verdict without a mutation run (no test caught it, none ran)."""
+    return {"result": result, "caught_by": "", "message": "", "seconds": 0}
+
+
+def unread_row(target: Target, counts: dict[str, list[int]]) -> dict[str, Any]:
+    """The verdict of a field the census never saw read at another value: "default only" or "not read"."""
+    return verdict_row("default only" if counts.get(target.key, [0, 0])[0] else "not read")
+
+
 def guard_owner(runner: Runner, owner: str, chosen: list[Target], cache: dict[str, Any], digest: str,
                 jobs: int, tests: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
     """The rows of one owner's fields: cached ones still valid (`still_valid`), then a census, then the
@@ -252,14 +262,9 @@ def guard_owner(runner: Runner, owner: str, chosen: list[Target], cache: dict[st
     if todo:
         result, counts = runner.census(owner, todo, tests)
         if result != "passed":
-            return [judge(t, {"result": f"error: census {result}", "caught_by": "", "message": "", "seconds": 0})
-                    for t in chosen]
+            return [judge(t, verdict_row(f"error: census {result}")) for t in chosen]
         run = [t for t in todo if counts.get(t.key, [0, 0])[1] > 0]
-        for t in todo:
-            at_default, other = counts.get(t.key, [0, 0])
-            if not other:
-                rows[t.name] = {"result": "default only" if at_default else "not read", "caught_by": "",
-                                "message": "", "seconds": 0}
+        rows.update({t.name: unread_row(t, counts) for t in todo if t not in run})
         with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
             for t, row in zip(run, pool.map(lambda t: runner.mutate(t, tests), run)):
                 rows[t.name] = row
@@ -287,12 +292,11 @@ def second_pass(runner: Runner, target: Target, wider: tuple[str, ...]) -> dict[
     at another value; the row says which tests (`second_pass`)."""
     result, counts = runner.census(f"{target.name} (tests naming it)", [target], wider)
     if result != "passed":
-        row = {"result": f"error: census {result}", "caught_by": "", "message": "", "seconds": 0}
+        row = verdict_row(f"error: census {result}")
     elif counts.get(target.key, [0, 0])[1] > 0:
         row = runner.mutate(target, wider)
     else:
-        row = {"result": "default only" if counts.get(target.key, [0, 0])[0] else "not read", "caught_by": "",
-               "message": "", "seconds": 0}
+        row = unread_row(target, counts)
     return {**row, "second_pass": list(wider)}
 
 

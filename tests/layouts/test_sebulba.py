@@ -213,6 +213,11 @@ def test_async_actors_run_ahead_of_a_slow_learner(cpu_devices, monkeypatch):
     assert not sebulba_threads()
 
 
+def device_ids(tree) -> set[int]:
+    """The ids of every device holding a leaf of `tree`."""
+    return {d.id for leaf in jax.tree.leaves(tree) for d in leaf.devices()}
+
+
 @pytest.mark.timeout(120)
 def test_actors_act_with_params_on_their_own_devices(cpu_devices, monkeypatch):
     """actor_devices=(3, 4), one thread each: every rollout of thread j reads params that live on device
@@ -222,7 +227,7 @@ def test_actors_act_with_params_on_their_own_devices(cpu_devices, monkeypatch):
 
     def recording(self, rollout, device_slot):
         params, version = for_rollout(self, rollout, device_slot)
-        seen.append((device_slot, {d.id for leaf in jax.tree.leaves(params) for d in leaf.devices()}))
+        seen.append((device_slot, device_ids(params)))
         return params, version
 
     monkeypatch.setattr(ParamsSource, "for_rollout", recording)
@@ -234,8 +239,7 @@ def test_actors_act_with_params_on_their_own_devices(cpu_devices, monkeypatch):
 @pytest.mark.timeout(120)
 def test_the_learner_state_lives_on_the_learner_devices(cpu_devices):
     result = train_sebulba(tiny(learner_devices=(5, 6), eval_episodes=0), PPOConfig(num_minibatches=2))
-    devices = {d.id for leaf in jax.tree.leaves(result.train_state.params) for d in leaf.devices()}
-    assert devices == {cpu_devices[5].id, cpu_devices[6].id}
+    assert device_ids(result.train_state.params) == {cpu_devices[5].id, cpu_devices[6].id}
 
 
 @pytest.mark.timeout(120)
